@@ -1,0 +1,36 @@
+# Every target installs what it needs into .venv; a fresh machine needs only Python 3.11.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup lab demo test bench build release clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+lab: setup
+	$(BIN)/jupyter lab course/
+
+demo: setup
+	$(BIN)/grader demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python benchmarks/bench.py
+
+build: setup
+	$(BIN)/grader build
+
+release: setup
+	$(BIN)/grader release
+
+clean:
+	rm -rf $(VENV) build .pytest_cache

@@ -1,0 +1,1 @@
+"""Learner-facing helpers: public checks, toy data and plots. No reference code lives here."""

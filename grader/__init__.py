@@ -1,0 +1,1 @@
+"""Instructor tooling: hidden test specs, nbgrader glue and the `grader` command line."""

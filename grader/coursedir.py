@@ -1,0 +1,52 @@
+"""A throwaway nbgrader course directory and the nbgrader commands run inside it."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from grader.chapters import Chapter
+
+CONFIG = """\
+c = get_config()
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.course_id = "transformers-from-scratch"
+c.CourseDirectory.db_url = {db_url!r}
+c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
+# A runaway cell is interrupted and costs that cell only; the next cells still run.
+c.Execute.timeout = {timeout}
+c.Execute.interrupt_on_timeout = True
+c.Execute.allow_errors = True
+"""
+
+
+class CourseDir:
+    """An nbgrader course root holding `source/<assignment>/` for the given chapters."""
+
+    def __init__(self, root: Path, chapters: list[Chapter], db_url: str | None = None,
+                 timeout: int = 120):
+        self.root = Path(root).resolve()
+        self.db_url = db_url or f"sqlite:///{self.root / 'gradebook.db'}"
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "nbgrader_config.py").write_text(
+            CONFIG.format(root=str(self.root), db_url=self.db_url, timeout=timeout))
+        for chapter in chapters:
+            target = self.root / "source" / chapter.assignment
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(chapter.source_dir, target)
+
+    def nbgrader(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        # nbgrader shells out to `alembic`, and kernels must find this interpreter's packages.
+        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        env = dict(os.environ, PATH=path, MPLBACKEND="Agg", PYTHONWARNINGS="ignore")
+        proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=self.root, env=env,
+                              capture_output=True, text=True)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def release(self, chapter: Chapter) -> Path:
+        self.nbgrader("generate_assignment", chapter.assignment, "--force")
+        return self.root / "release" / chapter.assignment

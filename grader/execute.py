@@ -1,0 +1,27 @@
+"""Execute a chapter's source notebook (solutions filled in) and read off each graded cell."""
+from __future__ import annotations
+
+import os
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+from grader.chapters import Chapter
+
+
+def execute_source(chapter: Chapter, timeout: int = 300) -> tuple[nbformat.NotebookNode, float]:
+    """Run the source notebook top to bottom in its chapter folder; return it and the seconds taken."""
+    nb = nbformat.read(chapter.source_notebook, as_version=4)
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(chapter.course_dir)}})
+    start = time.perf_counter()
+    client.execute()
+    return nb, time.perf_counter() - start
+
+
+def graded_outputs(nb: nbformat.NotebookNode) -> dict[str, tuple[float, list]]:
+    """grade_id -> (points, outputs) for every graded (hidden-test) cell."""
+    return {cell.metadata.nbgrader["grade_id"]: (cell.metadata.nbgrader["points"], cell.outputs)
+            for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")}

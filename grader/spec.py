@@ -1,0 +1,83 @@
+"""How hidden tests are written: an Exercise holds named checks; helpers compare plain tensors."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+
+@dataclass
+class Check:
+    description: str
+    run: Callable[[Any], None]
+
+
+@dataclass
+class Exercise:
+    """One graded exercise: the learner object `name` is handed to each check in turn.
+
+    `forbidden` lists dotted library routines the learner's code must not call (recorded at
+    run time); calling one, or importing the reference package, scores zero.
+    """
+
+    name: str
+    points: float
+    forbidden: tuple[str, ...] = ()
+    checks: list[Check] = field(default_factory=list)
+
+    def check(self, description: str):
+        def register(fn: Callable[[Any], None]):
+            self.checks.append(Check(description, fn))
+            return fn
+
+        return register
+
+
+def collect(namespace: dict) -> dict[str, Exercise]:
+    """The Exercise objects of a spec module, in definition order, keyed by name."""
+    return {v.name: v for v in namespace.values() if isinstance(v, Exercise)}
+
+
+def seeded(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape: int, seed: int) -> torch.Tensor:
+    """A float32 tensor seeded on its own, so tests never depend on creation order."""
+    return torch.randn(*shape, generator=seeded(seed))
+
+
+def assert_tensor(actual: Any, expected: torch.Tensor, *, atol: float = 1e-6,
+                  rtol: float = 1e-5, what: str = "output") -> None:
+    """Exact type, dtype and shape, then values within the stated tolerance."""
+    if type(actual) is not torch.Tensor:
+        raise AssertionError(f"{what} should be a torch.Tensor, got {type(actual).__name__}")
+    if actual.dtype != expected.dtype:
+        raise AssertionError(f"{what} has dtype {actual.dtype}, expected {expected.dtype}")
+    if actual.shape != expected.shape:
+        raise AssertionError(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+    try:
+        torch.testing.assert_close(actual.detach(), expected, atol=atol, rtol=rtol)
+    except AssertionError as err:
+        first = str(err).strip().splitlines()
+        raise AssertionError(f"{what} has wrong values: " + " ".join(first[:3])) from None
+
+
+def assert_pair(result: Any, what: str = "result") -> tuple[Any, Any]:
+    """Attention functions return (output, weights)."""
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise AssertionError(f"{what} should be a tuple (output, weights), got {type(result).__name__}")
+    return result
+
+
+def assert_raises_value_error(fn: Callable, *args, **kwargs) -> None:
+    try:
+        fn(*args, **kwargs)
+    except ValueError as err:
+        if not str(err).strip():
+            raise AssertionError("the ValueError should say what was wrong (its message is empty)")
+        return
+    except Exception as err:  # noqa: BLE001 - any other type is the learner's mistake
+        raise AssertionError(f"expected ValueError, got {type(err).__name__}: {err}") from None
+    raise AssertionError("expected a ValueError for bad arguments, but nothing was raised")

@@ -1,0 +1,1 @@
+"""Hidden test specs, one module per chapter. Never shipped to learners."""

@@ -1,0 +1,26 @@
+"""Namespaces that stand in for a learner's notebook: the reference, the skeleton, a variant."""
+from __future__ import annotations
+
+import nbformat
+
+from grader.chapters import Chapter
+
+PRELUDE = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+
+
+def run_source(source: str, namespace: dict | None = None) -> dict:
+    namespace = {"__name__": "submission"} if namespace is None else namespace
+    exec(compile(source, "<submission>", "exec"), namespace)
+    return namespace
+
+
+def reference_namespace(chapter: Chapter) -> dict:
+    """The reference module's code executed as if typed into a notebook (not imported)."""
+    return run_source(chapter.solutions_file.read_text())
+
+
+def skeleton_namespace(chapter: Chapter) -> dict:
+    """The prelude plus every exercise cell of the learner notebook, untouched."""
+    nb = nbformat.read(chapter.course_notebook, as_version=4)
+    cells = [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    return run_source(PRELUDE + "\n\n".join(cells))

@@ -1,0 +1,61 @@
+"""Invariant 3: every hidden test passes on the reference, fails on the skeleton and on each
+catalogued wrong implementation, and gives full marks to correct code written differently."""
+import importlib
+
+import pytest
+
+from grader.chapters import CHAPTERS
+from grader.runner import evaluate, exercises
+from tests.helpers import reference_namespace, run_source, skeleton_namespace
+
+SPECS = [(c, name) for c in CHAPTERS for name in exercises(c.name)]
+
+
+def catalogue(chapter):
+    return importlib.import_module(f"tests.catalogue.{chapter.name}")
+
+
+def variants(kind):
+    return [(c, v) for c in CHAPTERS for v in getattr(catalogue(c), kind)]
+
+
+def ids(params):
+    return [f"{c.number}-{v.exercise}-{v.label}" for c, v in params]
+
+
+@pytest.mark.parametrize("chapter,name", SPECS, ids=[f"{c.number}-{n}" for c, n in SPECS])
+def test_reference_gets_full_marks(chapter, name):
+    result = evaluate(exercises(chapter.name)[name], reference_namespace(chapter))
+    assert not result.failed and result.zero_reason is None, result.report()
+    assert result.score == result.points
+
+
+@pytest.mark.parametrize("chapter,name", SPECS, ids=[f"{c.number}-{n}" for c, n in SPECS])
+def test_skeleton_scores_zero(chapter, name):
+    result = evaluate(exercises(chapter.name)[name], skeleton_namespace(chapter))
+    assert result.score == 0, result.report()
+
+
+WRONG = variants("WRONG")
+CORRECT = variants("CORRECT")
+
+
+@pytest.mark.parametrize("chapter,variant", WRONG, ids=ids(WRONG))
+def test_wrong_implementation_loses_points(chapter, variant):
+    namespace = run_source(variant.source, reference_namespace(chapter))
+    result = evaluate(exercises(chapter.name)[variant.exercise], namespace)
+    assert result.score < result.points, f"{variant.label} kept full marks:\n{result.report()}"
+
+
+@pytest.mark.parametrize("chapter,variant", CORRECT, ids=ids(CORRECT))
+def test_different_correct_implementation_gets_full_marks(chapter, variant):
+    namespace = run_source(variant.source, reference_namespace(chapter))
+    result = evaluate(exercises(chapter.name)[variant.exercise], namespace)
+    assert result.score == result.points, f"{variant.label} lost points:\n{result.report()}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.assignment for c in CHAPTERS])
+def test_catalogue_is_large_enough(chapter):
+    module = catalogue(chapter)
+    assert len(module.WRONG) >= 8 and len(module.CORRECT) >= 2
+    assert {v.exercise for v in module.WRONG} <= set(exercises(chapter.name))
