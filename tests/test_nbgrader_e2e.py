@@ -1,0 +1,94 @@
+"""The instructor path with real nbgrader: release, autograde a class into the SQLite gradebook,
+feedback and CSV export; a re-run keeps every score; `grader grade --json` keeps its contract."""
+import csv
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from grader import samples
+from grader.chapters import CHAPTERS, find_chapter
+from grader.demo import write_class
+from grader.grading import autograde_class
+from grader.runner import exercises
+
+
+def points(chapter):
+    return {name: ex.points for name, ex in exercises(chapter.name).items()}
+
+
+def expected_scores(chapter):
+    total = sum(points(chapter).values())
+    return {"ada": total, "ben": 0.0, "dee": samples.adversarial_expected(points(chapter))}
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    root = tmp_path_factory.mktemp("class")
+    write_class(root / "inbox", CHAPTERS)
+    summary = autograde_class(root / "inbox", root / "course", jobs=2, timeout=60, chapters=CHAPTERS)
+    return root, summary
+
+
+def scores(course_root):
+    with Gradebook(f"sqlite:///{course_root / 'gradebook.db'}") as gb:
+        return {(s.student.id, s.assignment.name): s.score for a in gb.assignments for s in a.submissions}
+
+
+def test_gradebook_holds_the_expected_scores(graded_class):
+    root, summary = graded_class
+    recorded = scores(root / "course")
+    for chapter in CHAPTERS:
+        total = sum(points(chapter).values())
+        for student, score in expected_scores(chapter).items():
+            assert recorded[(student, chapter.assignment)] == pytest.approx(score), (student, chapter, summary)
+        assert 0 < recorded[("cy", chapter.assignment)] < total
+    assert not any(student == "eve" for student, _ in recorded), "a corrupt notebook has no gradebook entry"
+    assert "eve" in summary and "not a readable Jupyter notebook" in summary
+
+
+def test_feedback_and_export(graded_class):
+    root, _ = graded_class
+    feedback = list((root / "course" / "feedback").glob("*/*/*.html"))
+    assert len(feedback) == 4 * len(CHAPTERS)
+    rows = list(csv.DictReader((root / "course" / "grades.csv").open()))
+    assert {(r["student_id"], r["assignment"]) for r in rows} >= {("ada", c.assignment) for c in CHAPTERS}
+
+
+def test_regrading_keeps_every_score(graded_class, tmp_path):
+    root, _ = graded_class
+    before = scores(root / "course")
+    chapter = CHAPTERS[0]
+    inbox = tmp_path / "inbox"
+    (inbox / "ada").mkdir(parents=True)
+    nbformat.write(samples.reference(chapter), inbox / "ada" / chapter.notebook_name)
+    autograde_class(inbox, root / "course", jobs=1, timeout=60, chapters=[chapter])
+    assert scores(root / "course") == before
+
+
+def test_grade_json_contract(tmp_path):
+    chapter = find_chapter("02")
+    good, empty, broken = tmp_path / "good", tmp_path / "empty", tmp_path / "broken"
+    for folder in (good, empty, broken):
+        folder.mkdir()
+    nbformat.write(samples.reference(chapter), good / chapter.notebook_name)
+    nbformat.write(samples.released(chapter), empty / chapter.notebook_name)
+    (broken / chapter.notebook_name).write_text(samples.corrupt(chapter))
+    paths = [str(f / chapter.notebook_name) for f in (good, empty, broken)]
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", "--json", *paths],
+                          capture_output=True, text=True, check=True)
+    results = json.loads(proc.stdout)
+    total = sum(points(chapter).values())
+    assert [r["notebook"] for r in results] == paths
+    assert [r["score"] for r in results] == [total, 0, 0]
+    assert all(r["max_score"] == total for r in results)
+    for r in results:
+        assert set(r["tests"]) == {f"test_{n}" for n in points(chapter)}
+        for t in r["tests"].values():
+            assert set(t) == {"score", "max_score", "error"}
+    assert all(t["error"] is None for t in results[0]["tests"].values())
+    assert all(t["error"] for t in results[1]["tests"].values())
+    assert "not a readable Jupyter notebook" in results[2]["error"]
