@@ -1,0 +1,23 @@
+"""Draw every figure the chapter narratives show: `python images/make_figures.py`.
+
+Each chapter has its own script `images/<chapter>_figures.py` with a `main()` that writes PNGs
+into `images/<chapter>/`.
+"""
+import importlib.util
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    for script in sorted(HERE.glob("*_figures.py")):
+        spec = importlib.util.spec_from_file_location(script.stem, script)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.main()
+        print(f"drew {script.stem.removesuffix('_figures')}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
