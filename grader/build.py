@@ -21,7 +21,7 @@ from grader.runner import exercises
 
 TEST_PREFIX = "test_"
 HIDDEN_TEST = '''\
-# Hidden tests for `{name}` run here when your notebook is graded ({points:g} points).
+# Hidden tests for `{name}` run here when your notebook is graded ({points:g} point{plural}).
 ### BEGIN HIDDEN TESTS
 from grader.runner import run_checks
 run_checks("{chapter}", "{name}", globals())
@@ -72,7 +72,9 @@ def build_source_notebook(chapter: Chapter) -> nbformat.NotebookNode:
             if name not in specs:
                 raise ValueError(f"{chapter.notebook_name}: test cell {grade_id} has no spec in grader/specs")
             meta["points"] = specs[name].points
-            cell.source = HIDDEN_TEST.format(name=name, chapter=chapter.name, points=specs[name].points)
+            points = specs[name].points
+            cell.source = HIDDEN_TEST.format(name=name, chapter=chapter.name, points=points,
+                                             plural="" if points == 1 else "s")
             tested.append(name)
     for name in specs:
         if solved.count(name) != 1 or tested.count(name) != 1:

@@ -16,7 +16,7 @@ def run_source(source: str, namespace: dict | None = None) -> dict:
 
 def reference_namespace(chapter: Chapter) -> dict:
     """The reference module's code executed as if typed into a notebook (not imported)."""
-    return run_source(chapter.solutions_file.read_text())
+    return run_source(PRELUDE + chapter.solutions_file.read_text())
 
 
 def skeleton_namespace(chapter: Chapter) -> dict:

@@ -1,0 +1,185 @@
+"""Public checks for chapter 01. Expected values were computed once from the fixed inputs below
+and stored as numbers; so were the outputs that common mistakes produce on the same inputs."""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor,
+                           expect_value_error, fail, passed)
+
+T = torch.tensor
+
+
+# --- gaussian_kernel ---------------------------------------------------------------------------
+def check_gaussian_kernel(gaussian_kernel) -> None:
+    avoid_library_call(gaussian_kernel, ("distributions",), "write the density yourself: torch.distributions scores zero here")
+    u = T([0.0, 1.0, -2.0, 0.5])
+    out = gaussian_kernel(u)
+    expect_tensor(out, (4,), "gaussian_kernel(u)")
+    if not close(gaussian_kernel(-u), out.detach(), atol=1e-6):
+        fail("K(-u) != K(u): the kernel must be symmetric. Did you forget to square u?")
+    diagnose(out, [0.398942, 0.241971, 0.053991, 0.352065], {
+        "the values are exp(-u**2/2) without the 1/sqrt(2*pi) factor, so the kernel does not integrate to 1":
+            [1.0, 0.606531, 0.135335, 0.882497],
+        "the exponent should be -u**2 / 2, not -u**2": [0.398942, 0.146763, 0.007307, 0.310697],
+        "divide by sqrt(2*pi), not by 2*pi": [0.159155, 0.096532, 0.021539, 0.140454],
+        "divide by sqrt(2*pi), not by sqrt(pi)": [0.56419, 0.342198, 0.076355, 0.497896],
+    }, what="gaussian_kernel([0, 1, -2, 0.5])", atol=1e-5)
+    expect_tensor(gaussian_kernel(torch.zeros(2, 3)), (2, 3), "gaussian_kernel of a (2, 3) input")
+    passed("gaussian_kernel")
+
+
+# --- nadaraya_watson ---------------------------------------------------------------------------
+def check_nadaraya_watson(nadaraya_watson) -> None:
+    x_train, y_train = T([0.0, 1.0, 2.0, 3.0]), T([1.0, 3.0, 2.0, 5.0])
+    x_query = T([0.5, 2.5, 2.0])  # Q = 3 queries, N = 4 training points
+    y_hat, weights = expect_pair(nadaraya_watson(x_query, x_train, y_train, 0.5), "nadaraya_watson")
+    if type(weights) is torch.Tensor and tuple(weights.shape) == (4, 3):
+        fail("weights have shape (N, Q) = (4, 3); they should be (Q, N) = (3, 4): one row per query")
+    expect_tensor(weights, (3, 4), "weights")
+    expect_tensor(y_hat, (3,), "y_hat")
+    if not close(weights.sum(dim=1), torch.ones(3)):
+        if close(weights.sum(dim=0), torch.ones(4)):
+            fail("your weights sum to 1 over the queries (dim=0), not over the training points (dim=1)")
+        if close(weights, [[0.241971, 0.241971, 0.004432, 1e-06], [1e-06, 0.004432, 0.241971, 0.241971],
+                           [0.000134, 0.053991, 0.398942, 0.053991]]):
+            fail("these are raw kernel values: normalise each row (softmax over the training points)")
+        fail(f"each row of weights should sum to 1 over the training points; row sums are "
+             f"{weights.sum(dim=1).tolist()}")
+    diagnose(weights, [[0.495461, 0.495461, 0.009075, 3e-06], [3e-06, 0.009075, 0.495461, 0.495461],
+                       [0.000264, 0.106479, 0.786778, 0.106479]], {
+        "you divided the difference by bandwidth**2; divide it by the bandwidth, then square":
+            [[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5], [0.0, 0.000335, 0.99933, 0.000335]],
+        "you multiplied the difference by the bandwidth; divide it instead":
+            [[0.307582, 0.307582, 0.239545, 0.145291], [0.145291, 0.239545, 0.307582, 0.307582],
+             [0.179898, 0.26175, 0.296602, 0.26175]],
+        "the score should be -u**2 / 2; you left out the / 2":
+            [[0.499916, 0.499916, 0.000168, 0.0], [0.0, 0.000168, 0.499916, 0.499916],
+             [0.0, 0.017668, 0.964663, 0.017668]],
+        "square the scaled difference; |u| gives a Laplace kernel, not a Gaussian":
+            [[0.399486, 0.399486, 0.146963, 0.054065], [0.054065, 0.146963, 0.399486, 0.399486],
+             [0.072329, 0.196612, 0.534447, 0.196612]],
+    }, what="weights")
+    diagnose(y_hat, [2.000009, 3.495455, 2.425651], {
+        "y_hat is the plain mean of y_train; it should be weights @ y_train": [2.75, 2.75, 2.75],
+    }, what="y_hat = weights @ y_train")
+    expect_value_error(nadaraya_watson, x_query, x_train, y_train, 0.0, what="bandwidth = 0")
+    expect_value_error(nadaraya_watson, x_query, x_train, y_train, -1.0, what="a negative bandwidth")
+    _, far = expect_pair(nadaraya_watson(T([-10.0]), x_train, y_train, 0.1), "nadaraya_watson")
+    if not bool(torch.isfinite(far).all()):
+        fail("a query far from every training point gives NaN weights: kernel / kernel.sum() underflows "
+             "to 0 / 0. Compute the weights as a softmax of the scores (it subtracts the max)")
+    h = torch.tensor(0.5, requires_grad=True)
+    y_h, _ = expect_pair(nadaraya_watson(x_query, x_train, y_train, h), "nadaraya_watson")
+    if not (type(y_h) is torch.Tensor and y_h.requires_grad):
+        fail("with a tensor bandwidth, y_hat should depend on it (keep it a tensor; do not call float() on it), "
+             "so that the bandwidth can be learned later in this notebook")
+    passed("nadaraya_watson")
+
+
+# --- score functions ---------------------------------------------------------------------------
+_Q = T([[1.0, 0.0, 2.0], [-1.0, 0.5, 1.0]])  # (T=2, d=3)
+_K = T([[1.0, 1.0, 0.0], [0.0, 2.0, -1.0], [3.0, 0.0, 1.0], [-2.0, 1.0, 0.5]])  # (S=4, d=3)
+_DOT = T([[1.0, -2.0, 5.0, -1.0], [-0.5, 0.0, -2.0, 3.0]])  # (T, S)
+
+
+def _check_batched(fn, q, k, expected, name):
+    qb, kb = torch.stack([q, 2 * q]), torch.stack([k, -k])  # (B=2, T, d), (B=2, S, d)
+    try:
+        out = fn(qb, kb)
+    except Exception as err:  # noqa: BLE001 - turn the crash into a hint
+        fail(f"{name} works on (T, d) inputs but fails on batched (B, T, d) ones ({type(err).__name__}: {err}). "
+             "Let every leading axis broadcast: transpose only the last two axes of k "
+             "(k.transpose(-2, -1), not k.T), or use '...' in an einsum")
+    diagnose(out, torch.stack([expected, -2 * expected]), {}, what=f"{name} on a batch of 2")
+
+
+def check_dot_product_score(dot_product_score) -> None:
+    out = dot_product_score(_Q, _K)
+    if type(out) is torch.Tensor and tuple(out.shape) == (4, 2):
+        fail("the scores have shape (S, T); they should be (T, S): one row per query (q @ k^T, not k @ q^T)")
+    diagnose(out, _DOT, {"you divided by sqrt(d); that is the next exercise": _DOT / 3 ** 0.5},
+             what="dot_product_score(q, k)")
+    _check_batched(dot_product_score, _Q, _K, _DOT, "dot_product_score")
+    expect_value_error(dot_product_score, _Q, _K[:, :2], what="q and k with different feature sizes")
+    passed("dot_product_score")
+
+
+def check_scaled_dot_product_score(scaled_dot_product_score) -> None:
+    q = T([[1.0, 2.0, 0.0, -1.0], [0.5, -1.0, 3.0, 1.0]])  # (T=2, d=4)
+    k = T([[1.0, 0.0, 1.0, 2.0], [-1.0, 1.0, 0.0, 1.0], [2.0, 2.0, -1.0, 0.0]])  # (S=3, d=4)
+    dot = T([[-1.0, 0.0, 6.0], [5.5, -0.5, -4.0]])
+    out = scaled_dot_product_score(q, k)
+    if type(out) is torch.Tensor and tuple(out.shape) == (3, 2):
+        fail("the scores have shape (S, T); they should be (T, S)")
+    diagnose(out, dot / 2, {
+        "you forgot to divide by sqrt(d)": dot,
+        "divide by sqrt(d), not by d": dot / 4,
+        "divide by sqrt(d), the feature size, not sqrt(S), the number of keys": dot / 3 ** 0.5,
+        "divide by sqrt(d), the feature size, not sqrt(T), the number of queries": dot / 2 ** 0.5,
+    }, what="scaled_dot_product_score(q, k) with d = 4")
+    _check_batched(scaled_dot_product_score, q, k, dot / 2, "scaled_dot_product_score")
+    expect_value_error(scaled_dot_product_score, q, k[:, :3], what="q and k with different feature sizes")
+    passed("scaled_dot_product_score")
+
+
+def check_AdditiveScore(AdditiveScore) -> None:
+    module = AdditiveScore(3, 2, 4)  # query_dim=3, key_dim=2, hidden_dim=4
+    for name, shape in (("W_q", (4, 3)), ("W_k", (4, 2)), ("v", (1, 4))):
+        layer = getattr(module, name, None)
+        if not isinstance(layer, nn.Linear):
+            fail(f"self.{name} should be an nn.Linear")
+        if tuple(layer.weight.shape) != shape:
+            fail(f"self.{name}.weight has shape {tuple(layer.weight.shape)}, expected {shape} "
+                 f"(nn.Linear(in_features, out_features) stores a weight of shape (out, in))")
+        if layer.bias is not None:
+            fail(f"self.{name} should have no bias: pass bias=False")
+    with torch.no_grad():
+        module.W_q.weight.copy_(T([[0.5, -0.3, 0.2], [0.1, 0.4, -0.6], [-0.2, 0.3, 0.3], [0.7, 0.0, -0.1]]))
+        module.W_k.weight.copy_(T([[0.3, -0.5], [-0.4, 0.2], [0.6, 0.1], [0.0, -0.7]]))
+        module.v.weight.copy_(T([[1.0, -2.0, 0.5, 1.5]]))
+    q, k = T([[1.0, 2.0, -1.0], [0.0, -1.0, 2.0]]), T([[1.0, 0.0], [-2.0, 1.0], [0.5, 3.0]])  # T=2, S=3
+    out = module(q, k)
+    if type(out) is torch.Tensor and tuple(out.shape) == (3, 2):
+        fail("the scores have shape (S, T); they should be (T, S): unsqueeze W_q(q) at -2 and W_k(k) at -3")
+    diagnose(out, [[-0.302759, -3.089875, -3.831733], [2.751735, -0.712315, -0.016356]], {
+        "the nonlinearity should be tanh, not relu": [[-0.65, -4.85, -3.45], [1.45, 0.0, 0.45]],
+        "you forgot the tanh between the sum and v": [[-0.65, -6.75, -7.05], [5.15, -0.95, -1.25]],
+        "apply tanh before v (v(tanh(...))), not after it":
+            [[-0.57167, -0.999997, -0.999999], [0.999933, -0.739783, -0.848284]],
+    }, what="AdditiveScore scores")
+    one = module(q[None, :1], k[None, :1])  # (B=1, T=1, S=1)
+    if type(one) is not torch.Tensor or tuple(one.shape) != (1, 1, 1):
+        fail(f"with B = T = S = 1 the scores should have shape (1, 1, 1), got "
+             f"{tuple(one.shape) if type(one) is torch.Tensor else type(one).__name__}: "
+             "squeeze only the last axis (squeeze(-1)), not every size-1 axis")
+    expect_value_error(module, k, k, what="a query with the wrong feature size")
+    passed("AdditiveScore")
+
+
+# --- attention_pool ----------------------------------------------------------------------------
+def check_attention_pool(attention_pool) -> None:
+    avoid_library_call(attention_pool, ("scaled_dot_product_attention",),
+           "write the pooling yourself: F.scaled_dot_product_attention scores zero here")
+    scores = T([[1.0, 2.0, 0.0], [0.5, -1.0, 3.0]])  # (T=2, S=3)
+    values = T([[1.0, 0.0, 2.0, -1.0], [0.0, 1.0, 1.0, 3.0], [2.0, -2.0, 0.0, 1.0]])  # (S=3, dv=4)
+    output, weights = expect_pair(attention_pool(scores, values), "attention_pool")
+    if type(output) is torch.Tensor and tuple(output.shape) == (2, 3):
+        fail("return (output, weights) in that order; you returned the weights first")
+    expect_tensor(weights, (2, 3), "weights")
+    expect_tensor(output, (2, 4), "output")
+    diagnose(weights, [[0.244728, 0.665241, 0.090031], [0.074596, 0.016645, 0.90876]], {
+        "your weights sum to 1 over the queries (dim=-2); the softmax goes over the keys (dim=-1)":
+            [[0.622459, 0.952574, 0.047426], [0.377541, 0.047426, 0.952574]],
+        "the weights should be softmax(scores), not the raw scores": scores,
+    }, what="weights")
+    diagnose(output, [[0.42479, 0.48518, 1.154698, 1.841025], [1.892115, -1.800875, 0.165836, 0.884098]], {
+        "the output should be weights @ values": scores @ values,
+    }, what="output")
+    big, _ = expect_pair(attention_pool(T([[1e4, 0.0, -1e4]]), values), "attention_pool")
+    if not bool(torch.isfinite(big).all()):
+        fail("scores around 1e4 give inf/NaN: exp overflows. Subtract the row max before exp "
+             "(or use torch.softmax)")
+    expect_value_error(attention_pool, scores, values[:2], what="scores with S = 3 and values with S = 2")
+    passed("attention_pool")

@@ -1,0 +1,76 @@
+"""Toy data and plotting helpers for chapter 02 (no reference code: plots take your tensors)."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import torch
+
+# Hand-made 4-d embeddings. The four features mean roughly:
+#   [is an animal or person, is an action, describes something, is a function word]
+VOCAB = {
+    "the": [0.0, 0.0, 0.1, 1.0],
+    "hungry": [0.2, 0.1, 1.0, 0.0],
+    "cat": [1.0, 0.0, 0.3, 0.0],
+    "chased": [0.1, 1.0, 0.0, 0.1],
+    "mouse": [0.9, 0.0, 0.1, 0.1],
+    "dog": [1.0, 0.1, 0.0, 0.0],
+    "bites": [0.0, 1.0, 0.2, 0.0],
+    "man": [0.8, 0.0, 0.0, 0.3],
+    "ran": [0.0, 0.9, 0.0, 0.2],
+    "<pad>": [0.0, 0.0, 0.0, 0.0],
+}
+SENTENCE = ["the", "hungry", "cat", "chased", "the", "mouse"]
+
+
+def embed(words: list[str]) -> torch.Tensor:
+    """The (T, 4) matrix of hand-made embeddings for a list of words."""
+    unknown = [w for w in words if w not in VOCAB]
+    if unknown:
+        raise ValueError(f"no embedding for {unknown}; known words: {sorted(VOCAB)}")
+    return torch.tensor([VOCAB[w] for w in words])
+
+
+def show_attention(weights: torch.Tensor, queries: list[str], keys: list[str] | None = None,
+                   ax=None, title: str | None = None, annotate: bool = True):
+    """Heatmap of a (T, S) weight matrix: one row per query, one column per key."""
+    keys = queries if keys is None else keys
+    w = weights.detach().cpu().float()
+    if w.dim() != 2 or w.shape != (len(queries), len(keys)):
+        raise ValueError(f"weights should be ({len(queries)}, {len(keys)}), got {tuple(w.shape)}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.6 * len(keys) + 2, 0.5 * len(queries) + 1.2))
+    image = ax.imshow(w, cmap="Reds", vmin=0, vmax=max(1e-6, float(w.nan_to_num().max())))
+    ax.set_xticks(range(len(keys)), keys, rotation=45, ha="right")
+    ax.set_yticks(range(len(queries)), queries)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query")
+    if annotate:
+        for i in range(w.shape[0]):
+            for j in range(w.shape[1]):
+                value = float(w[i, j])
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if value > 0.6 * float(w.nan_to_num().max()) else "black")
+    if title:
+        ax.set_title(title)
+    return image
+
+
+def plot_against_dk(dims: list[int], curves: dict[str, list[float]], ylabel: str, ax=None,
+                    logy: bool = False, title: str | None = None):
+    """One line per entry of `curves` (label -> values, one per d_k), d_k on a log axis."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.5, 3.2))
+    for label, values in curves.items():
+        if "theory" in label:  # a reference line, not a measurement
+            ax.plot(dims, values, linestyle="--", color="grey", label=label)
+        else:
+            ax.plot(dims, values, marker="o", markersize=3, label=label)
+    ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log", base=2)
+    ax.set_xlabel("$d_k$")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
