@@ -18,12 +18,16 @@ class Exercise:
     """One graded exercise: the learner object `name` is handed to each check in turn.
 
     `forbidden` lists dotted library routines the learner's code must not call (recorded at
-    run time); calling one, or importing the reference package, scores zero.
+    run time); calling one, or importing the reference package, scores zero. `stand_ins` maps
+    names of other exercises this one may call (SelfAttention calls the learner's
+    scaled_dot_product_attention) to correct versions used while its checks run, so a mistake
+    costs points once, in the exercise where it was made.
     """
 
     name: str
     points: float
     forbidden: tuple[str, ...] = ()
+    stand_ins: dict[str, Callable] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
 
     def check(self, description: str):

@@ -86,6 +86,11 @@ def attention_oracle(q, k, v, mask=None):
     return out, F.softmax(scores, dim=-1)
 
 
+# Each exercise is graded on its own: the learner's helpers are replaced by correct ones.
+scaled_dot_product_attention.stand_ins["softmax"] = lambda x, dim=-1: F.softmax(x, dim=dim)
+SelfAttention.stand_ins["scaled_dot_product_attention"] = attention_oracle
+
+
 def check_attention(result, q, k, v, mask=None, atol=1e-5):
     out, weights = assert_pair(result)
     want_out, want_weights = attention_oracle(q, k, v, mask)

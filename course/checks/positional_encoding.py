@@ -1,0 +1,209 @@
+"""Public checks for chapter 03 (positional encoding).
+
+The expected numbers below were computed once from the fixed inputs used here; so were the
+outputs of the usual mistakes, which is how a failing check can name the mistake.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from course.checks import close, diagnose, expect_tensor, expect_value_error, fail, passed
+
+# sinusoidal_positional_encoding(3, 6)
+TABLE_3x6 = [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
+             [0.841471, 0.540302, 0.046399, 0.998923, 0.002154, 0.999998],
+             [0.909297, -0.416147, 0.092698, 0.995694, 0.004309, 0.999991]]
+
+TABLE_MISTAKES = {
+    "sin and cos are swapped: the even columns 2i hold sin and the odd columns 2i+1 hold cos "
+    "(row 0 must be [0, 1, 0, 1, ...])":
+        [[1.000000, 0.000000, 1.000000, 0.000000, 1.000000, 0.000000],
+         [0.540302, 0.841471, 0.998923, 0.046399, 0.999998, 0.002154],
+         [-0.416147, 0.909297, 0.995694, 0.092698, 0.999991, 0.004309]],
+    "the sin columns come first and the cos columns after (concatenated); interleave them: "
+    "column 2i is the sin and column 2i+1 the cos of the same angle (P[:, 0::2], P[:, 1::2])":
+        [[0.000000, 0.000000, 0.000000, 1.000000, 1.000000, 1.000000],
+         [0.841471, 0.046399, 0.002154, 0.540302, 0.998923, 0.999998],
+         [0.909297, 0.092698, 0.004309, -0.416147, 0.995694, 0.999991]],
+    "each cos column has a different frequency from the sin column beside it: you computed the "
+    "exponent 2j/d from the column index j; it is 2i/d with i the PAIR index, shared by columns 2i and 2i+1":
+        [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
+         [0.841471, 0.998923, 0.002154, 1.000000, 0.000005, 1.000000],
+         [0.909297, 0.995694, 0.004309, 1.000000, 0.000009, 1.000000]],
+    "each cos column has a different frequency from the sin column beside it: you used the exponent "
+    "j/d per column j; columns 2i and 2i+1 share the exponent 2i/d":
+        [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
+         [0.841471, 0.976882, 0.046399, 0.999950, 0.002154, 1.000000],
+         [0.909297, 0.908596, 0.092698, 0.999800, 0.004309, 1.000000]],
+    "the exponent is 2i/d with i the pair index: you used i/d and forgot the factor 2, so the "
+    "frequencies fall off too slowly":
+        [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
+         [0.841471, 0.540302, 0.213781, 0.976882, 0.046399, 0.998923],
+         [0.909297, -0.416147, 0.417677, 0.908596, 0.092698, 0.995694]],
+    "positions start at 0, not 1: row 0 must be [0, 1, 0, 1, ...] (sin 0 = 0, cos 0 = 1)":
+        [[0.841471, 0.540302, 0.046399, 0.998923, 0.002154, 0.999998],
+         [0.909297, -0.416147, 0.092698, 0.995694, 0.004309, 0.999991],
+         [0.141120, -0.989992, 0.138798, 0.990321, 0.006463, 0.999979]],
+    "the base is 10000, not 1000":
+        [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
+         [0.841471, 0.540302, 0.099833, 0.995004, 0.010000, 0.999950],
+         [0.909297, -0.416147, 0.198669, 0.980067, 0.019999, 0.999800]],
+    "use the raw position p, not p / max_len: a row must not change when the table gets longer":
+        [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
+         [0.327195, 0.944957, 0.015471, 0.999880, 0.000718, 1.000000],
+         [0.618370, 0.785887, 0.030939, 0.999521, 0.001436, 0.999999]],
+}
+
+# relative_position_matrix(1, 4)
+ROTATION_1x4 = [[0.540302, 0.841471, 0.000000, 0.000000],
+                [-0.841471, 0.540302, 0.000000, 0.000000],
+                [0.000000, 0.000000, 0.999950, 0.010000],
+                [0.000000, 0.000000, -0.010000, 0.999950]]
+
+ROTATION_MISTAKES = {
+    "your blocks are transposed: [[cos a, -sin a], [sin a, cos a]] moves the table BACK by the offset. "
+    "Write sin(p + k) and cos(p + k) with the angle-addition formulas and read the matrix off":
+        [[0.540302, -0.841471, 0.000000, 0.000000],
+         [0.841471, 0.540302, 0.000000, 0.000000],
+         [0.000000, 0.000000, 0.999950, -0.010000],
+         [0.000000, 0.000000, 0.010000, 0.999950]],
+    "block i must turn by offset * 10000**(-2i/d), the frequency of pair i; you used 10000**(-i/d)":
+        [[0.540302, 0.841471, 0.000000, 0.000000],
+         [-0.841471, 0.540302, 0.000000, 0.000000],
+         [0.000000, 0.000000, 0.995004, 0.099833],
+         [0.000000, 0.000000, -0.099833, 0.995004]],
+    "every block turns by the same angle: block i must turn by offset times the frequency of pair i, "
+    "10000**(-2i/d)":
+        [[0.540302, 0.841471, 0.000000, 0.000000],
+         [-0.841471, 0.540302, 0.000000, 0.000000],
+         [0.000000, 0.000000, 0.540302, 0.841471],
+         [0.000000, 0.000000, -0.841471, 0.540302]],
+    "sin and cos are swapped inside the blocks: the diagonal of each block holds cos a":
+        [[0.841471, 0.540302, 0.000000, 0.000000],
+         [0.540302, -0.841471, 0.000000, 0.000000],
+         [0.000000, 0.000000, 0.010000, 0.999950],
+         [0.000000, 0.000000, 0.999950, -0.010000]],
+}
+
+
+def _float32(x, what: str) -> None:
+    if x.dtype != torch.float32:
+        fail(f"{what} should be float32, got {x.dtype} (build it with float32 tensors)")
+
+
+def check_sinusoidal_positional_encoding(fn) -> None:
+    P = fn(3, 6)
+    expect_tensor(P, (3, 6), "sinusoidal_positional_encoding(3, 6)")
+    _float32(P, "the table")
+    diagnose(P, TABLE_3x6, TABLE_MISTAKES, "sinusoidal_positional_encoding(3, 6)")
+    long = fn(50, 8)
+    expect_tensor(long, (50, 8), "sinusoidal_positional_encoding(50, 8)")
+    if not close((long * long).sum(-1), torch.full((50,), 4.0), atol=1e-3):
+        fail("every row should have squared norm d_model / 2 (each (sin, cos) pair has length 1)")
+    expect_value_error(fn, 10, 7, what="an odd d_model")
+    expect_value_error(fn, 10, 0, what="d_model = 0")
+    passed("sinusoidal_positional_encoding")
+
+
+def check_relative_position_matrix(fn) -> None:
+    M = fn(1, 4)
+    expect_tensor(M, (4, 4), "relative_position_matrix(1, 4)")
+    _float32(M, "the matrix")
+    off_blocks = M.detach().clone()
+    off_blocks[0:2, 0:2] = 0
+    off_blocks[2:4, 2:4] = 0
+    if off_blocks.abs().max() > 1e-6:
+        fail("M should be block diagonal: only the 2x2 blocks on the diagonal (rows and columns 2i, 2i+1) "
+             "are non-zero, because each (sin, cos) pair moves on its own")
+    diagnose(M, ROTATION_1x4, ROTATION_MISTAKES, "relative_position_matrix(1, 4)")
+    M3 = fn(3, 8)
+    if not close(M3 @ M3.T, torch.eye(8), atol=1e-4):
+        fail("M @ M.T should be the identity: each block is a rotation")
+    expect_value_error(fn, 1, 5, what="an odd d_model")
+    passed("relative_position_matrix")
+
+
+def check_PositionalEncoding(cls) -> None:
+    m = cls(6, max_len=10)
+    if isinstance(getattr(m, "pe", None), nn.Parameter) or any(True for _ in m.parameters()):
+        fail("the sinusoidal table is fixed: store it with self.register_buffer('pe', table), "
+             "not as an nn.Parameter (the optimiser must not change it)")
+    if "pe" not in dict(m.named_buffers()):
+        fail("register the table as a buffer named `pe`: self.register_buffer('pe', table). "
+             "A plain attribute is neither saved in the state_dict nor moved by .to(device)")
+    expect_tensor(m.pe, (10, 6), "pe")
+    if not close(m.pe[:3], TABLE_3x6):
+        fail("`pe` should be sinusoidal_positional_encoding(max_len, d_model); check that exercise first")
+    x = torch.zeros(2, 3, 6)
+    try:
+        out = m(x)
+    except RuntimeError as err:
+        fail(f"forward(x) for x of shape (2, 3, 6) raised `{err}`: add only the first T rows, pe[:T], "
+             "not the whole (max_len, D) table")
+    expect_tensor(out, (2, 3, 6), "the output for x of shape (2, 3, 6)")
+    if not close(out, torch.tensor(TABLE_3x6).expand(2, 3, 6)):
+        fail("forward(zeros (2, 3, 6)) should give pe[:3] for each sequence: add pe[:T], the first T rows")
+    expect_value_error(m, torch.zeros(1, 11, 6), what="a sequence longer than max_len")
+    m = cls(6, max_len=10, dropout=0.5)
+    total = 1 + m.pe[:4].expand(2, 4, 6)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        out = m.train()(torch.ones(2, 4, 6))
+    kept = out != 0
+    if kept.all() or not close(out[kept], 2 * total[kept]):
+        fail("in training mode dropout acts on the sum: each entry should be 0 or (x + pe) / (1 - p); "
+             "apply self.dropout to x + pe[:T], not to x alone")
+    if not close(m.eval()(torch.ones(2, 4, 6)), total):
+        fail("in eval mode dropout does nothing: the output should be exactly x + pe[:T]")
+    passed("PositionalEncoding")
+
+
+def check_TokenEmbedding(cls) -> None:
+    m = cls(5, 16)
+    if not isinstance(getattr(m, "embedding", None), nn.Embedding):
+        fail("store the table as self.embedding = nn.Embedding(vocab_size, d_model)")
+    with torch.no_grad():
+        m.embedding.weight.copy_(torch.arange(1.0, 81.0).reshape(5, 16))
+    ids = torch.tensor([[1, 4], [0, 1]])
+    out = m(ids)
+    expect_tensor(out, (2, 2, 16), "the output for ids of shape (2, 2)")
+    _float32(out, "the output")
+    ratio = (out / m.embedding.weight[ids]).mean().item()
+    if math.isclose(ratio, 4.0, rel_tol=1e-4):
+        passed("TokenEmbedding")
+        return
+    hints = {1.0: "you forgot to multiply by sqrt(d_model)",
+             16.0: "multiply by sqrt(d_model), not by d_model",
+             0.25: "multiply by sqrt(d_model); you divided by it"}
+    for value, hint in hints.items():
+        if math.isclose(ratio, value, rel_tol=1e-4):
+            fail(hint)
+    fail(f"with d_model = 16 the looked-up rows should be scaled by 4; yours are scaled by {ratio:.4g}")
+
+
+def check_LearnedPositionalEmbedding(cls) -> None:
+    m = cls(5, 4)
+    params = dict(m.named_parameters())
+    if "embedding.weight" not in params:
+        fail(f"store the table as self.embedding = nn.Embedding(max_len, d_model); parameters: {sorted(params)}")
+    if tuple(params["embedding.weight"].shape) != (5, 4):
+        fail(f"embedding.weight should have shape (max_len, d_model) = (5, 4), "
+             f"got {tuple(params['embedding.weight'].shape)}")
+    if not params["embedding.weight"].requires_grad:
+        fail("the position table is learned: embedding.weight must be trainable (requires_grad=True)")
+    with torch.no_grad():
+        m.embedding.weight.copy_(torch.arange(20.0).reshape(5, 4))
+    x = torch.full((2, 3, 4), 100.0)
+    rows = [[100.0, 101.0, 102.0, 103.0], [104.0, 105.0, 106.0, 107.0], [108.0, 109.0, 110.0, 111.0]]
+    diagnose(m(x), [rows, rows], {
+        "you returned the position rows without adding x":
+            [[[r - 100.0 for r in row] for row in rows]] * 2,
+        "positions start at 0: add rows E[0], ..., E[T-1]":
+            [[[r + 4.0 for r in row] for row in rows]] * 2,
+        "the output is just x: add the position rows E[:T]": [[[100.0] * 4] * 3] * 2,
+    }, "forward(x) with x = 100 everywhere and E = arange(20).reshape(5, 4)")
+    expect_value_error(m, torch.zeros(1, 6, 4), what="a sequence longer than max_len")
+    passed("LearnedPositionalEmbedding")
