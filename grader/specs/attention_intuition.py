@@ -278,22 +278,22 @@ attention_pool = Exercise("attention_pool", points=2,
                           forbidden=("torch.nn.functional.scaled_dot_product_attention",))
 
 
-@attention_pool.check("unbatched: softmax over keys, then weights @ values (T != S, dv != S)")
-def _(fn):
-    scores, values = randn(3, 5, seed=91), randn(5, 2, seed=92)
+def check_pool(fn, scores, values):
+    """The learner's pooling against F.softmax over keys followed by weights @ values."""
     output, weights = assert_pair(fn(scores, values))
     w_ref = F.softmax(scores, dim=-1)
     assert_tensor(weights, w_ref, atol=1e-6, what="weights")
     assert_tensor(output, w_ref @ values, atol=1e-5, what="output")
+
+
+@attention_pool.check("unbatched: softmax over keys, then weights @ values (T != S, dv != S)")
+def _(fn):
+    check_pool(fn, randn(3, 5, seed=91), randn(5, 2, seed=92))
 
 
 @attention_pool.check("batched (B, H, T, S) scores with (B, H, S, dv) values")
 def _(fn):
-    scores, values = randn(2, 4, 3, 6, seed=93), randn(2, 4, 6, 7, seed=94)
-    output, weights = assert_pair(fn(scores, values))
-    w_ref = F.softmax(scores, dim=-1)
-    assert_tensor(weights, w_ref, atol=1e-6, what="weights")
-    assert_tensor(output, w_ref @ values, atol=1e-5, what="output")
+    check_pool(fn, randn(2, 4, 3, 6, seed=93), randn(2, 4, 6, 7, seed=94))
 
 
 @attention_pool.check("weights are non-negative and sum to 1 over the last axis (the keys)")
