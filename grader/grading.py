@@ -13,7 +13,6 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from grader.chapters import Chapter
 from grader.coursedir import CourseDir
-from grader.runner import exercises
 from grader.submissions import BadSubmission, identify, read_notebook, repair
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -29,7 +28,10 @@ class Submission:
 
 
 def _test_ids(chapter: Chapter) -> dict[str, float]:
-    return {f"test_{name}": ex.points for name, ex in exercises(chapter.name).items()}
+    """grade_id -> points of the test cells, as the learner notebook (the release) records them."""
+    nb = nbformat.read(chapter.course_notebook, as_version=4)
+    return {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"] for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade")}
 
 
 def _cell_error(outputs: list) -> str | None:
@@ -105,8 +107,14 @@ def result_of(course: CourseDir, submission: Submission) -> dict:
     return result
 
 
-def _release_all(course: CourseDir, chapters: list[Chapter]) -> dict[str, nbformat.NotebookNode]:
-    return {c.assignment: nbformat.read(course.release(c) / c.notebook_name, as_version=4) for c in chapters}
+def _release_all(course: CourseDir, chapters: list[Chapter], cached: bool = False) -> dict[str, nbformat.NotebookNode]:
+    if cached:
+        course.release_cached(chapters)
+    else:
+        for chapter in chapters:
+            course.release(chapter)
+    return {c.assignment: nbformat.read(course.root / "release" / c.assignment / c.notebook_name, as_version=4)
+            for c in chapters}
 
 
 def _chapters_of(submissions: list[Submission]) -> list[Chapter]:
@@ -126,7 +134,7 @@ def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1) -> list[dic
     submissions = [Submission(Path(p), f"submission{i + 1:03d}") for i, p in enumerate(paths)]
     with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         course = CourseDir(Path(tmp), _chapters_of(submissions), timeout=timeout)
-        released = _release_all(course, _chapters_of(submissions))
+        released = _release_all(course, _chapters_of(submissions), cached=True)
         for sub in submissions:
             stage(course, sub, released)
         with ThreadPoolExecutor(max_workers=jobs) as pool:
