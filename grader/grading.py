@@ -108,12 +108,12 @@ def result_of(course: CourseDir, submission: Submission) -> dict:
 
 
 def _release_all(course: CourseDir, chapters: list[Chapter], cached: bool = False) -> dict[str, nbformat.NotebookNode]:
-    try:
-        if not cached:
-            raise OSError("no cache wanted")
-        course.release_cached(chapters)
-    except OSError:  # no writable cache folder: release here
-
+    if cached:
+        try:
+            course.release_cached(chapters)
+        except OSError:  # no writable cache folder: release here instead
+            cached = False
+    if not cached:
         for chapter in chapters:
             course.release(chapter)
     return {c.assignment: nbformat.read(course.root / "release" / c.assignment / c.notebook_name, as_version=4)
