@@ -1,7 +1,6 @@
 """The chapters the course has built so far, and where each one's pieces live."""
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +39,6 @@ class Chapter:
     @property
     def solutions_file(self) -> Path:
         return REPO / "solutions" / f"{self.name}.py"
-
-    def spec(self):
-        """The hidden-test module `grader.specs.<name>`."""
-        return importlib.import_module(f"grader.specs.{self.name}")
 
 
 CHAPTERS = [
