@@ -45,6 +45,9 @@ CHAPTERS = [
     Chapter("01", "attention_intuition"),
     Chapter("02", "self_attention"),
     Chapter("03", "positional_encoding"),
+    Chapter("04", "multi_head_attention"),
+    Chapter("05", "add_and_norm"),
+    Chapter("06", "decoder_masking"),
 ]
 
 

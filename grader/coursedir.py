@@ -11,6 +11,7 @@ from pathlib import Path
 
 import nbgrader
 
+from course.toolkit import GRADING_ENV
 from grader.chapters import Chapter
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "transformers-course-grader"
@@ -45,7 +46,10 @@ class CourseDir:
     def nbgrader(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         # nbgrader shells out to `alembic`, and kernels must find this interpreter's packages.
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-        env = dict(os.environ, PATH=path, MPLBACKEND="Agg", PYTHONWARNINGS="ignore")
+        # The grading flag lets long training cells shorten themselves (course.toolkit.grading_run);
+        # one thread per kernel, since notebooks are graded side by side (--jobs).
+        env = dict(os.environ, PATH=path, MPLBACKEND="Agg", PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1",
+                   **{GRADING_ENV: "1"})
         proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=self.root, env=env,
                               capture_output=True, text=True)
         if check and proc.returncode != 0:

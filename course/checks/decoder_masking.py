@@ -1,0 +1,332 @@
+"""Public checks for chapter 06 (masks, the decoder, the full Transformer, decoding, label
+smoothing, Noam). The expected numbers were computed once from the fixed inputs below; so were
+the outputs that the usual mistakes produce, which is how a failing check names the mistake.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+
+import torch
+
+from course.checks import (avoid_library_call, close, diagnose, expect_tensor, expect_value_error, fail,
+                           passed)
+
+
+def _bool(mask, what: str) -> None:
+    if type(mask) is torch.Tensor and mask.dtype != torch.bool:
+        fail(f"{what} should be a bool tensor (True = may attend), got dtype {mask.dtype}; "
+             "a 0/1 float mask is not what masked_fill(~mask, -inf) expects")
+
+
+def _set_params(module: torch.nn.Module) -> None:
+    """Fixed, deterministic weights chosen by each parameter's name (creation order does not matter)."""
+    for name, p in sorted(module.named_parameters()):
+        vals = torch.sin(torch.arange(p.numel(), dtype=torch.float32) * 0.37
+                         + zlib.crc32(name.encode()) % 997).reshape(p.shape)
+        with torch.no_grad():
+            if "norm" in name and name.endswith("weight"):
+                p.copy_(1 + 0.2 * vals)
+            elif p.dim() == 2:
+                p.copy_(vals / math.sqrt(p.shape[1]))
+            else:
+                p.copy_(0.1 * vals)
+
+
+# ---------------------------------------------------------------- causal_mask
+
+def check_causal_mask(fn) -> None:
+    m = fn(4)
+    expect_tensor(m, (4, 4), "causal_mask(4)")
+    _bool(m, "causal_mask(4)")
+    ones = torch.ones(4, 4, dtype=torch.bool)
+    if torch.equal(m, ones.triu()):
+        fail("your mask is transposed: True above the diagonal lets query t see the FUTURE keys s > t. "
+             "Row t (the query) may attend to columns s <= t: use the lower triangle (tril)")
+    if torch.equal(m, ones.tril(-1)):
+        fail("the diagonal must be True: a token may attend to itself (and row 0 would otherwise "
+             "have no key at all, a softmax over nothing). Use tril(), not tril(-1)")
+    if torch.equal(m, ~ones.tril()) or torch.equal(m, ~ones.tril(-1)):
+        fail("the polarity is reversed: True means 'may attend', so the past and present are True")
+    if not torch.equal(m, ones.tril()):
+        fail(f"causal_mask(4) should be True on and below the diagonal; got {m.int().tolist()}")
+    if not torch.equal(fn(1), torch.ones(1, 1, dtype=torch.bool)):
+        fail("causal_mask(1) should be [[True]]")
+    if fn(3, device="cpu").device.type != "cpu":
+        fail("causal_mask(3, device='cpu') should be on the cpu: pass device=device when you create it")
+    expect_value_error(fn, 0, what="causal_mask(0)")
+    passed("causal_mask")
+
+
+# ---------------------------------------------------------------- padding_mask
+
+def check_padding_mask(fn) -> None:
+    ids = torch.tensor([[5, 3, 0, 0], [7, 0, 0, 0]])
+    m = fn(ids, 0)
+    keep = torch.tensor([[True, True, False, False], [True, False, False, False]])
+    if type(m) is torch.Tensor and tuple(m.shape) == (2, 1, 4, 1):
+        fail("your mask has shape (B, 1, S, 1): it masks QUERY rows. Padding must be hidden as a KEY, "
+             "so the mask needs shape (B, 1, 1, S): it broadcasts over the heads and over the queries")
+    if type(m) is torch.Tensor and tuple(m.shape) == (2, 4):
+        fail("add the two size-1 axes: the mask should have shape (B, 1, 1, S) so that it broadcasts "
+             "against the scores (B, H, T, S)")
+    expect_tensor(m, (2, 1, 1, 4), "padding_mask(ids, 0) for ids of shape (2, 4)")
+    _bool(m, "the padding mask")
+    if torch.equal(m[:, 0, 0], ~keep):
+        fail("the polarity is reversed: True marks the REAL tokens (may attend), False the padding")
+    if not torch.equal(m[:, 0, 0], keep):
+        fail(f"padding_mask should be True where token_ids != pad_id; got {m[:, 0, 0].tolist()}")
+    other = fn(torch.tensor([[0, 2, 2]]), 2)
+    if not (type(other) is torch.Tensor and other.shape == (1, 1, 1, 3)
+            and other.reshape(-1).tolist() == [True, False, False]):
+        fail("with pad_id=2 the mask should hide the 2s (and keep 0, an ordinary token then): compare with pad_id")
+    expect_value_error(fn, torch.tensor([1, 2, 0]), 0, what="1-dimensional token_ids")
+    passed("padding_mask")
+
+
+# ---------------------------------------------------------------- DecoderLayer
+
+DEC_X = torch.sin(torch.arange(12.0)).reshape(1, 3, 4)  # B=1, T=3, D=4
+DEC_MEMORY = torch.cos(torch.arange(16.0) * 0.5).reshape(1, 4, 4)  # S=4
+DEC_TGT_MASK = torch.ones(3, 3, dtype=torch.bool).tril()
+DEC_MEMORY_MASK = torch.tensor([True, True, True, False]).reshape(1, 1, 1, 4)  # the last source token is padding
+
+DEC_OUT = [[[-0.224145, 0.986572, 0.222747, -1.332861], [-0.875398, -0.869971, 0.537175, 1.130663],
+            [0.775797, 0.487349, -0.281693, -1.365057]]]
+DEC_MISTAKES = {
+    "the cross-attention sublayer has no residual connection: x = norm2(x + cross_attn(x, memory, memory, ...))":
+        [[[0.096654, 0.800116, 0.220833, -1.484474], [-0.211257, 0.851269, 0.412581, -1.399266],
+          [0.197337, 0.743443, 0.196287, -1.508576]]],
+    "this is the Pre-LN order (x + sublayer(norm(x))); the 2017 decoder is Post-LN: x = norm(x + sublayer(x))":
+        [[[0.143675, 0.992054, 0.931742, 0.041513], [-1.012608, -0.840642, 0.221521, 0.210173],
+          [0.881286, 0.410392, -0.220257, -1.344253]]],
+    "norm2 and norm3 are swapped: norm1 follows self-attention, norm2 cross-attention, norm3 the feed-forward block":
+        [[[-0.098514, 1.449112, 0.502326, -1.627636], [-0.921168, -0.838857, 0.824152, 1.576593],
+          [1.194152, 0.725507, -0.155735, -1.68283]]],
+    "memory_mask is not used: pass it as the mask of the cross-attention, so no target position "
+    "attends to source padding":
+        [[[-0.219239, 0.990469, 0.212589, -1.331887], [-0.840294, -0.89723, 0.507515, 1.153107],
+          [0.824569, 0.448077, -0.320229, -1.335166]]],
+    "tgt_mask is not used: pass it as the mask of the self-attention (otherwise a target position sees the future)":
+        [[[-0.940293, 0.653422, 0.877551, -0.854319], [-0.753555, -0.94581, 0.397243, 1.227117],
+          [0.775797, 0.487349, -0.281693, -1.365057]]],
+}
+DEC_CROSS = [[[0.450707, 0.233706, 0.315587, 0.0], [0.178834, 0.517353, 0.303813, 0.0],
+              [0.5365, 0.183924, 0.279576, 0.0]],
+             [[0.407343, 0.288001, 0.304656, 0.0], [0.153417, 0.572668, 0.273915, 0.0],
+              [0.492407, 0.233212, 0.274381, 0.0]]]
+
+
+def check_DecoderLayer(cls) -> None:
+    avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "TransformerDecoderLayer",
+                             "multi_head_attention_forward"),
+                       "build the layer from your own pieces (MultiHeadAttention from chapter 04); the grader gives "
+                       "zero to a solution that calls PyTorch's attention or decoder layers")
+    layer = cls(4, 2, 6)
+    for name in ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3"):
+        if not hasattr(layer, name):
+            fail(f"the layer has no attribute `{name}`; the documented submodules are self_attn, cross_attn "
+                 "(MultiHeadAttention), ffn (PositionwiseFeedForward) and norm1, norm2, norm3 (LayerNorm)")
+    _set_params(layer)
+    layer.eval()
+    try:
+        out = layer(DEC_X, DEC_MEMORY, DEC_TGT_MASK, DEC_MEMORY_MASK)
+    except RuntimeError as err:
+        fail(f"forward(x (1, 3, 4), memory (1, 4, 4), tgt_mask (3, 3), memory_mask (1, 1, 1, 4)) raised "
+             f"`{err}`. In cross-attention the QUERIES come from x and the keys and values from memory, "
+             "and its mask is memory_mask; tgt_mask (T, T) belongs to the self-attention")
+    if type(out) is tuple:
+        fail("forward should return the output tensor (B, T, D) only, not a tuple")
+    if type(out) is torch.Tensor and tuple(out.shape) == (1, 4, 4):
+        fail("the output has the length of memory: in cross-attention the queries come from the decoder "
+             "(x) and the keys and values from memory: cross_attn(x, memory, memory, memory_mask)")
+    diagnose(out, DEC_OUT, DEC_MISTAKES, "DecoderLayer(x, memory, tgt_mask, memory_mask) with fixed weights")
+    cross = getattr(layer, "cross_weights", None)
+    if cross is None:
+        fail("store the cross-attention weights in self.cross_weights (the notebook plots them)")
+    expect_tensor(cross, (1, 2, 3, 4), "self.cross_weights")
+    diagnose(cross, [DEC_CROSS], {}, "self.cross_weights")
+    passed("DecoderLayer")
+
+
+# ---------------------------------------------------------------- Transformer
+
+TR_SRC = torch.tensor([[3, 4, 5, 0], [6, 5, 4, 3]])  # pad_id 0: row 0 has one padding token
+TR_TGT = torch.tensor([[1, 5, 4, 3], [1, 3, 4, 5]])
+TR_ROW0 = [[0.071125, 0.502966, 0.020067, -0.499293, -0.110633, 0.479236, 0.197525],
+           [0.010927, 0.729869, 0.121407, -0.707812, -0.249794, 0.662523, 0.369919],
+           [-0.08437, 0.786465, 0.226968, -0.745278, -0.36215, 0.679617, 0.485375],
+           [0.035813, -0.685841, -0.160164, 0.656755, 0.27929, -0.606118, -0.389188]]
+TR_MISTAKES = {
+    "the embeddings are not scaled: use self.embedding (a TokenEmbedding, which multiplies by sqrt(d_model)) "
+    "for the source and the target, not the raw nn.Embedding inside it":
+        [[0.085535, 0.351802, -0.02175, -0.355723, -0.042773, 0.34797, 0.105865],
+         [-0.001514, 0.719566, 0.131981, -0.695596, -0.258152, 0.648792, 0.375788],
+         [-0.139972, 0.552327, 0.240121, -0.508779, -0.332405, 0.44851, 0.413727],
+         [0.01592, -0.611464, -0.126785, 0.588433, 0.233519, -0.546095, -0.332533]],
+}
+
+
+def check_Transformer(cls) -> None:
+    V, D = 7, 4
+    model = cls(V, D, 2, 1, 6, max_len=16, pad_id=0).eval()
+    params = dict(model.named_parameters())
+    if "embedding.embedding.weight" not in params:
+        fail("the shared table should be self.embedding = TokenEmbedding(vocab_size, d_model), whose "
+             f"weight is embedding.embedding.weight; parameters found: {sorted(params)[:5]} ...")
+    untied = [n for n, p in params.items() if n != "embedding.embedding.weight" and {V, D} == set(p.shape)]
+    if untied:
+        fail(f"{untied[0]} is a separate output layer: tie it to the embedding instead, "
+             "logits = h @ self.embedding.embedding.weight.T (no new parameters)")
+    for name in ("positions", "encoder", "decoder"):
+        if not hasattr(model, name):
+            fail(f"the model has no attribute `{name}` (see the docstring for the documented parts)")
+    _set_params(model)
+    with torch.no_grad():
+        logits = model(TR_SRC, TR_TGT)
+        expect_tensor(logits, (2, 4, V), "model(src (2, 4), tgt (2, 4)) with vocab_size 7")
+        changed = TR_TGT.clone()
+        changed[:, 2:] = torch.tensor([[6, 6], [6, 6]])
+        if not close(model(TR_SRC, changed)[:, :2], logits[:, :2], atol=1e-5):
+            fail("changing target tokens 2 and 3 changed the logits at positions 0 and 1: the decoder "
+                 "sees the future. Give its self-attention tgt_mask = causal_mask(T) (combined with "
+                 "the target padding mask, if you use one)")
+        alone = model(TR_SRC[:1, :3], TR_TGT[:1])
+        if not close(alone, logits[:1], atol=1e-5):
+            fail("the padded source row [3, 4, 5, <pad>] gives different logits from [3, 4, 5] alone: hide "
+                 "source padding with padding_mask(src, pad_id), in the encoder AND as memory_mask in every "
+                 "decoder layer")
+        diagnose(logits[0], TR_ROW0, TR_MISTAKES, "the logits of row 0 with fixed weights")
+        memory = model.encode(TR_SRC)
+        expect_tensor(memory, (2, 4, D), "model.encode(src)")
+        if not close(model.decode(TR_TGT, memory, TR_SRC), logits, atol=1e-5):
+            fail("decode(tgt, encode(src), src) should give the same logits as forward(src, tgt)")
+    expect_value_error(model, torch.tensor([3, 4]), torch.tensor([[1, 3]]), what="a 1-dimensional src")
+    passed("Transformer")
+
+
+# ---------------------------------------------------------------- greedy_decode
+
+class _ChainModel:
+    """A stand-in model: after token v, row b's next token is nxt[b][v]. Earlier positions point
+    elsewhere, so only the last position's logits give the right next token."""
+
+    def __init__(self, nxt, V=8):
+        self.nxt, self.V = torch.tensor(nxt), V
+        self.encode_calls = self.decode_calls = 0
+
+    def encode(self, src):
+        self.encode_calls += 1
+        return src.float()[..., None]
+
+    def decode(self, tgt, memory, src):
+        self.decode_calls += 1
+        B, t = tgt.shape
+        want = self.nxt[torch.arange(B)[:, None], tgt]  # (B, t)
+        logits = torch.zeros(B, t, self.V)
+        logits.scatter_(2, ((want + 3) % self.V)[..., None], 1.0)
+        logits[:, -1] = 0.0
+        logits[torch.arange(B), -1, want[:, -1]] = 1.0
+        return logits
+
+
+# start 1, end 2: row 0 is 1 -> 4 -> 2 (then would go on to 6), row 1 is 1 -> 5 -> 3 -> 7 -> 2
+_CHAINS = [[0, 4, 6, 0, 2, 0, 0, 0], [0, 5, 4, 7, 0, 3, 0, 2]]
+_EXPECTED = [[1, 4, 2, 2, 2], [1, 5, 3, 7, 2]]
+
+
+def check_greedy_decode(fn) -> None:
+    model = _ChainModel(_CHAINS)
+    out = fn(model, torch.tensor([[3, 4], [5, 6]]), 10, 1, 2)
+    if type(out) is not torch.Tensor or out.dim() != 2 or out.shape[0] != 2:
+        fail(f"greedy_decode should return a (B, L) tensor of ids; got {type(out).__name__} "
+             f"{tuple(out.shape) if type(out) is torch.Tensor else ''}")
+    rows = out.tolist()
+    if rows == _EXPECTED:
+        if model.encode_calls != 1:
+            fail(f"model.encode was called {model.encode_calls} times: encode the source once, "
+                 "before the loop, and reuse the memory at every step")
+        if fn(_ChainModel(_CHAINS), torch.tensor([[3], [4]]), 3, 1, 2).tolist() != [r[:3] for r in _EXPECTED]:
+            fail("with max_len=3 the output should stop at 3 columns (the start token counts)")
+        expect_value_error(fn, model, torch.tensor([[3]]), 0, 1, 2, what="max_len=0")
+        passed("greedy_decode")
+        return
+    if rows[0][0] != 1:
+        fail("every output row must begin with start_id (column 0): the decoder needs it as its first input, "
+             "and the output includes it")
+    if rows[1][:5] == _EXPECTED[1] and rows[0][:3] == _EXPECTED[0][:3]:
+        if len(rows[0]) > 5:
+            fail("generation did not stop: stop as soon as every row has produced end_id (here after 5 "
+                 "columns, not max_len = 10)")
+        fail("row 0 went on after producing end_id: once a row has produced end_id, write end_id in its "
+             "later columns (the row is finished)")
+    fail(f"expected {_EXPECTED}, got {rows}. Take the next token from the logits of the LAST position "
+         "(logits[:, -1].argmax(-1)) and append it to the sequence before the next decode call")
+
+
+# ---------------------------------------------------------------- label smoothing
+
+def check_label_smoothing_distribution(fn) -> None:
+    out = fn(torch.tensor([2, 0]), 4, 0.2)
+    expect_tensor(out, (2, 4), "label_smoothing_distribution([2, 0], 4, 0.2)")
+    o, t = 0.2 / 3, 0.8
+    diagnose(out, [[o, o, t, o], [t, o, o, o]], {
+        "you spread smoothing / C over every class (that is torch's label_smoothing convention); "
+        "here the wrong classes share smoothing / (C - 1) and the target gets exactly 1 - smoothing":
+            [[0.05, 0.05, 0.85, 0.05], [0.85, 0.05, 0.05, 0.05]],
+        "the target entry should be SET to 1 - smoothing, not increased by it (rows must sum to 1)":
+            [[o, o, t + o, o], [t + o, o, o, o]],
+        "the target class gets 1 - smoothing and the others smoothing / (C - 1); you swapped them":
+            [[t, t, o, t], [o, t, t, t]],
+    }, "label_smoothing_distribution([2, 0], 4, 0.2)")
+    if not close(fn(torch.tensor([1]), 3, 0.0), [[0.0, 1.0, 0.0]]):
+        fail("smoothing = 0 should give the one-hot row")
+    expect_value_error(fn, torch.tensor([0]), 3, 1.0, what="smoothing = 1")
+    expect_value_error(fn, torch.tensor([0]), 3, -0.1, what="smoothing < 0")
+    expect_value_error(fn, torch.tensor([0]), 1, 0.1, what="num_classes = 1")
+    passed("label_smoothing_distribution")
+
+
+LOSS_LOGITS = torch.tensor([[2.0, 0.0, -1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+LOSS_TARGETS = torch.tensor([0, -100, 2])  # the middle row is ignored
+
+
+def check_label_smoothed_loss(fn) -> None:
+    avoid_library_call(fn, ("cross_entropy", "kl_div", "CrossEntropyLoss", "KLDivLoss"),
+                       "write the loss yourself from log_softmax and your label_smoothing_distribution "
+                       "(the grader gives zero to a solution that calls F.cross_entropy or F.kl_div)")
+    out = fn(LOSS_LOGITS, LOSS_TARGETS, 0.2)
+    expect_tensor(out, (), "label_smoothed_loss(logits (3, 3), targets, 0.2)")
+    diagnose(out, 0.245197, {
+        "you averaged over all N rows; the ignored rows count neither in the sum nor in the mean "
+        "(divide by the number of kept rows)": 0.163465,
+        "this is the cross-entropy -sum q log p; the KL divergence also has the + sum q log q term "
+        "(0 log 0 counts as 0: torch.xlogy(q, q) handles it)": 0.884229,
+    }, "label_smoothed_loss(logits, [0, -100, 2], 0.2)")
+    plain = torch.nn.functional.cross_entropy(LOSS_LOGITS, torch.tensor([0, 1, 2]))
+    if not close(fn(LOSS_LOGITS, torch.tensor([0, 1, 2]), 0.0), plain):
+        fail("with smoothing = 0 the loss should equal the ordinary cross-entropy; take 0 * log 0 as 0")
+    big = fn(LOSS_LOGITS * 1e4, torch.tensor([0, 1, 2]), 0.1)
+    if type(big) is torch.Tensor and not torch.isfinite(big):
+        fail("logits around 1e4 give inf or nan: use log_softmax (it subtracts the max) instead of log(softmax)")
+    expect_value_error(fn, LOSS_LOGITS, torch.tensor([0, 1, 2]), 1.0, what="smoothing = 1")
+    passed("label_smoothed_loss")
+
+
+# ---------------------------------------------------------------- noam_learning_rate
+
+def check_noam_learning_rate(fn) -> None:
+    peak, first = float(fn(4000, 512, 4000)), float(fn(1, 512, 4000))
+    if math.isclose(first, 0.0441942, rel_tol=1e-4):
+        fail("at step 1 the rate should be tiny (warm-up); you took the max of the two branches, take the min")
+    if math.isclose(first, 6.98771e-4, rel_tol=1e-4):
+        fail("the warm-up branch is step * warmup_steps**-1.5 (so the two branches meet at step = warmup_steps); "
+             "you used the exponent -0.5")
+    if not math.isclose(first, 1.746928e-7, rel_tol=1e-4):
+        fail(f"noam_learning_rate(1, 512, 4000) should be 512**-0.5 * 4000**-1.5 = 1.7469e-07, got {first:.6g}")
+    if not math.isclose(peak, 6.987712e-4, rel_tol=1e-4):
+        fail(f"the peak noam_learning_rate(4000, 512, 4000) should be about 6.99e-4, got {peak:.6g}")
+    if not math.isclose(float(fn(16000, 512, 4000, factor=2.0)), 2 * 0.5 * peak, rel_tol=1e-4):
+        fail("after warm-up the rate falls as step**-0.5 (4x the steps, half the rate), times factor")
+    expect_value_error(fn, 0, 512, 4000, what="step = 0 (steps count from 1)")
+    passed("noam_learning_rate")
