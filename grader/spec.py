@@ -68,6 +68,18 @@ def assert_tensor(actual: Any, expected: torch.Tensor, *, atol: float = 1e-6,
         raise AssertionError(f"{what} has wrong values: " + " ".join(first[:3])) from None
 
 
+def load_torch_attention(torch_attn: torch.nn.MultiheadAttention, state: dict[str, torch.Tensor],
+                         prefix: str) -> None:
+    """Copy the course's W_q, W_k, W_v, W_o (keys `<prefix>.W_q.weight`, ...; biases when present)
+    into nn.MultiheadAttention, which stacks the three input projections in `in_proj`."""
+    with torch.no_grad():
+        torch_attn.in_proj_weight.copy_(torch.cat([state[f"{prefix}.W_{p}.weight"] for p in "qkv"]))
+        torch_attn.out_proj.weight.copy_(state[f"{prefix}.W_o.weight"])
+        if f"{prefix}.W_q.bias" in state:
+            torch_attn.in_proj_bias.copy_(torch.cat([state[f"{prefix}.W_{p}.bias"] for p in "qkv"]))
+            torch_attn.out_proj.bias.copy_(state[f"{prefix}.W_o.bias"])
+
+
 def assert_pair(result: Any, what: str = "result") -> tuple[Any, Any]:
     """Attention functions return (output, weights)."""
     if not isinstance(result, tuple) or len(result) != 2:

@@ -4,8 +4,9 @@ EncoderLayer and Encoder.
 Oracles are PyTorch's own routines: F.layer_norm, and nn.TransformerEncoderLayer /
 nn.TransformerEncoder (batch_first=True, dropout=0) holding the same, randomised weights.
 PyTorch's attention masks mean the opposite of ours (True = blocked), so every mask is
-inverted before it is handed over. Correct versions of the pieces an exercise builds on are
-written here and stand in for the learner's, so a mistake costs points once.
+inverted before it is handed over. Correct versions of the pieces an exercise builds on stand
+in for the learner's, so a mistake costs points once: this chapter's are written here, chapter
+04's MultiHeadAttention is the reference the notebook imports too.
 """
 import math
 
@@ -14,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.spec import Exercise, assert_raises_value_error, assert_tensor, randn, seeded
+from solutions.multi_head_attention import MultiHeadAttention
 
 LAYER_NORM_ROUTINES = (
     "torch.nn.functional.layer_norm",
@@ -59,35 +61,11 @@ class FeedForwardStandIn(nn.Module):
         return self.linear2(self.dropout(F.relu(self.linear1(x))))
 
 
-class MultiHeadAttentionStandIn(nn.Module):
-    """Chapter 04's contract: W_q, W_k, W_v, W_o and dropout on the weights; returns (output, weights)."""
-
-    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
-        super().__init__()
-        if num_heads < 1 or d_model % num_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-        self.num_heads = num_heads
-        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, query, key, value, mask=None):
-        B, T, D = query.shape
-        S, H = key.shape[1], self.num_heads
-        q = self.W_q(query).view(B, T, H, D // H).transpose(1, 2)  # (B, H, T, Dh)
-        k = self.W_k(key).view(B, S, H, D // H).transpose(1, 2)
-        v = self.W_v(value).view(B, S, H, D // H).transpose(1, 2)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(D // H)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = self.dropout(F.softmax(scores, dim=-1))
-        return self.W_o((weights @ v).transpose(1, 2).reshape(B, T, D)), weights
-
-
 class EncoderLayerStandIn(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttentionStandIn(d_model, num_heads, dropout)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.ffn = FeedForwardStandIn(d_model, d_ff, dropout)
         self.norm1, self.norm2 = LayerNormStandIn(d_model), LayerNormStandIn(d_model)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
@@ -481,7 +459,7 @@ def _(cls):
 
 # ---------------------------------------------------------------- EncoderLayer
 LAYER_STAND_INS = {"LayerNorm": LayerNormStandIn, "PositionwiseFeedForward": FeedForwardStandIn,
-                   "MultiHeadAttention": MultiHeadAttentionStandIn}
+                   "MultiHeadAttention": MultiHeadAttention}
 EncoderLayer = Exercise("EncoderLayer", points=4, forbidden=ENCODER_ROUTINES, stand_ins=LAYER_STAND_INS)
 
 

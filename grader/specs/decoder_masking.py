@@ -4,8 +4,9 @@ decoding, label smoothing and the Noam learning-rate schedule.
 Oracles are PyTorch's own layers: nn.TransformerEncoderLayer / nn.TransformerDecoderLayer
 (batch_first=True, dropout=0) holding the same, randomised weights. PyTorch's masks mean the
 opposite of ours (True = blocked), so every mask is inverted before it is handed over. Correct
-versions of the pieces an exercise builds on are written here and stand in for the learner's,
-so a mistake costs points once, in the exercise where it was made.
+versions of the pieces an exercise builds on stand in for the learner's, so a mistake costs
+points once, in the exercise where it was made: this chapter's are written here, earlier
+chapters' are the reference pieces the notebook imports too.
 """
 import math
 import zlib
@@ -14,7 +15,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import Exercise, assert_raises_value_error, assert_tensor, randn, seeded
+from grader.spec import (Exercise, assert_raises_value_error, assert_tensor, load_torch_attention, randn,
+                         seeded)
+from solutions.add_and_norm import PositionwiseFeedForward
+from solutions.multi_head_attention import MultiHeadAttention
 
 ATTENTION_ROUTINES = (
     "torch.nn.Transformer.forward",
@@ -43,43 +47,12 @@ def padding_stand_in(token_ids, pad_id):
     return (token_ids != pad_id)[:, None, None, :]
 
 
-class _Attention(nn.Module):
-    """Multi-head attention with the course's attribute names, written from the formula."""
-
-    def __init__(self, d_model, num_heads, dropout=0.0):
-        super().__init__()
-        self.h = num_heads
-        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d_model, d_model) for _ in range(4))
-
-    def forward(self, query, key, value, mask=None):
-        B, T, D = query.shape
-        S = key.shape[1]
-        q = self.W_q(query).view(B, T, self.h, -1).transpose(1, 2)  # (B, H, T, Dh)
-        k = self.W_k(key).view(B, S, self.h, -1).transpose(1, 2)
-        v = self.W_v(value).view(B, S, self.h, -1).transpose(1, 2)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = scores.softmax(-1)
-        out = (weights @ v).transpose(1, 2).reshape(B, T, D)
-        return self.W_o(out), weights
-
-
-class _FeedForward(nn.Module):
-    def __init__(self, d_model, d_ff, dropout=0.0):
-        super().__init__()
-        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
-
-    def forward(self, x):
-        return self.linear2(F.relu(self.linear1(x)))
-
-
 class DecoderLayerStandIn(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
         super().__init__()
-        self.self_attn = _Attention(d_model, num_heads)
-        self.cross_attn = _Attention(d_model, num_heads)
-        self.ffn = _FeedForward(d_model, d_ff)
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
         self.cross_weights = None
 
@@ -141,14 +114,6 @@ def random_weights(module: nn.Module, names: set, seed: int) -> dict:
     return state
 
 
-def _copy_attention(torch_attn: nn.MultiheadAttention, state: dict, prefix: str) -> None:
-    with torch.no_grad():
-        torch_attn.in_proj_weight.copy_(torch.cat([state[f"{prefix}.W_{p}.weight"] for p in "qkv"]))
-        torch_attn.in_proj_bias.copy_(torch.cat([state[f"{prefix}.W_{p}.bias"] for p in "qkv"]))
-        torch_attn.out_proj.weight.copy_(state[f"{prefix}.W_o.weight"])
-        torch_attn.out_proj.bias.copy_(state[f"{prefix}.W_o.bias"])
-
-
 def _copy_rest(torch_layer: nn.Module, state: dict, prefix: str, norms: int) -> None:
     with torch.no_grad():
         for i in (1, 2):
@@ -161,15 +126,15 @@ def _copy_rest(torch_layer: nn.Module, state: dict, prefix: str, norms: int) -> 
 
 def torch_decoder_layer(state: dict, d_model, num_heads, d_ff, prefix="") -> nn.TransformerDecoderLayer:
     layer = nn.TransformerDecoderLayer(d_model, num_heads, d_ff, dropout=0.0, batch_first=True)
-    _copy_attention(layer.self_attn, state, prefix + "self_attn")
-    _copy_attention(layer.multihead_attn, state, prefix + "cross_attn")
+    load_torch_attention(layer.self_attn, state, prefix + "self_attn")
+    load_torch_attention(layer.multihead_attn, state, prefix + "cross_attn")
     _copy_rest(layer, state, prefix, norms=3)
     return layer.eval()
 
 
 def torch_encoder_layer(state: dict, d_model, num_heads, d_ff, prefix) -> nn.TransformerEncoderLayer:
     layer = nn.TransformerEncoderLayer(d_model, num_heads, d_ff, dropout=0.0, batch_first=True)
-    _copy_attention(layer.self_attn, state, prefix + "self_attn")
+    load_torch_attention(layer.self_attn, state, prefix + "self_attn")
     _copy_rest(layer, state, prefix, norms=2)
     return layer.eval()
 

@@ -11,7 +11,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import Exercise, assert_pair, assert_raises_value_error, assert_tensor, randn
+from grader.spec import (Exercise, assert_pair, assert_raises_value_error, assert_tensor, load_torch_attention,
+                         randn)
+from solutions.self_attention import scaled_dot_product_attention
 
 MHA_ROUTINES = (
     "torch.nn.MultiheadAttention.forward",
@@ -34,16 +36,6 @@ def merge_stand_in(x):
         raise ValueError(f"expected (B, H, T, Dh), got {tuple(x.shape)}")
     B, H, T, Dh = x.shape
     return x.permute(0, 2, 1, 3).reshape(B, T, H * Dh)
-
-
-def attention_stand_in(q, k, v, mask=None):
-    if mask is not None and mask.dtype != torch.bool:
-        raise ValueError("mask must be bool")
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = F.softmax(scores, dim=-1)
-    return weights @ v, weights
 
 
 def split_oracle(x, num_heads):
@@ -174,7 +166,7 @@ def _(fn):
 
 MultiHeadAttention = Exercise("MultiHeadAttention", points=4, forbidden=MHA_ROUTINES, stand_ins={
     "split_heads": split_stand_in, "merge_heads": merge_stand_in,
-    "scaled_dot_product_attention": attention_stand_in})
+    "scaled_dot_product_attention": scaled_dot_product_attention})
 
 
 def build(cls, d_model, num_heads, bias=True, seed=0, dropout=0.0):
@@ -193,12 +185,10 @@ def build(cls, d_model, num_heads, bias=True, seed=0, dropout=0.0):
             if bias:
                 layer.bias.copy_(biases[name])
     torch_mha = nn.MultiheadAttention(d_model, num_heads, dropout=dropout, bias=bias, batch_first=True)
-    with torch.no_grad():
-        torch_mha.in_proj_weight.copy_(torch.cat([weights["W_q"], weights["W_k"], weights["W_v"]]))
-        torch_mha.out_proj.weight.copy_(weights["W_o"])
-        if bias:
-            torch_mha.in_proj_bias.copy_(torch.cat([biases["W_q"], biases["W_k"], biases["W_v"]]))
-            torch_mha.out_proj.bias.copy_(biases["W_o"])
+    state = {f"mha.{name}.weight": w for name, w in weights.items()}
+    if bias:
+        state.update({f"mha.{name}.bias": b for name, b in biases.items()})
+    load_torch_attention(torch_mha, state, "mha")
     return module, torch_mha
 
 
