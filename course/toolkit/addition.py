@@ -1,0 +1,94 @@
+"""Multi-digit addition as next-token prediction: the task chapters 08 and 09 train on.
+
+A problem a + b with `num_digits`-digit operands is the token sequence
+    a (num_digits digits, zero-padded) '+' b (num_digits digits) '=' sum (num_digits + 1 digits, REVERSED)
+so every problem has the same length 3 * num_digits + 3 and no padding is needed. The sum is
+written least-significant digit first: then each answer digit depends only on digits the model
+has already seen and on one carry, which is what a left-to-right model can learn.
+"""
+from __future__ import annotations
+
+import torch
+
+PLUS, EQUALS = 10, 11  # ids 0-9 are the digits themselves
+VOCAB = "0123456789+="
+
+
+class AdditionTask:
+    """Addition problems with a fixed held-out set that training batches never contain.
+
+    Attributes:
+        vocab_size: 12 (digits, '+', '=').
+        seq_len: L = 3 * num_digits + 3 tokens in a whole problem.
+        block_size: L - 1, the longest input a model sees (the last token is never an input).
+        answer_start: index in the sequence of the first answer digit (2 * num_digits + 2).
+        held_out: (N, L) int64, `num_held_out` distinct problems drawn first.
+    """
+
+    def __init__(self, num_digits: int = 3, num_held_out: int = 1000, reverse_answer: bool = True,
+                 seed: int = 0):
+        if num_digits < 1:
+            raise ValueError(f"num_digits must be at least 1, got {num_digits}")
+        self.num_digits, self.reverse_answer = num_digits, reverse_answer
+        self.vocab_size = len(VOCAB)
+        self.seq_len = 3 * num_digits + 3
+        self.block_size = self.seq_len - 1
+        self.answer_start = 2 * num_digits + 2
+        self.generator = torch.Generator().manual_seed(seed)
+        limit = 10 ** num_digits
+        codes = torch.randperm(limit * limit, generator=self.generator)[:num_held_out]  # distinct problems
+        self._held_out_codes = codes.sort().values
+        self.held_out = self.encode(codes // limit, codes % limit)  # (N, L)
+
+    def _digits(self, n: torch.Tensor, width: int) -> torch.Tensor:
+        powers = 10 ** torch.arange(width - 1, -1, -1)  # most significant first
+        return (n[:, None] // powers) % 10  # (N, width)
+
+    def encode(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """(N,) operands -> (N, L) token ids of the whole problem, answer included."""
+        a, b = torch.as_tensor(a).long().reshape(-1), torch.as_tensor(b).long().reshape(-1)
+        N, n = a.shape[0], self.num_digits
+        answer = self._digits(a + b, n + 1)
+        if self.reverse_answer:
+            answer = answer.flip(1)
+        plus, equals = torch.full((N, 1), PLUS), torch.full((N, 1), EQUALS)
+        return torch.cat([self._digits(a, n), plus, self._digits(b, n), equals, answer], dim=1)
+
+    def sample(self, batch_size: int) -> torch.Tensor:
+        """(B, L) fresh training problems, none of them in the held-out set."""
+        limit = 10 ** self.num_digits
+        codes = torch.randint(0, limit * limit, (batch_size,), generator=self.generator)
+        clash = torch.isin(codes, self._held_out_codes)
+        while clash.any():  # redraw the (rare) held-out problems
+            codes[clash] = torch.randint(0, limit * limit, (int(clash.sum()),), generator=self.generator)
+            clash = torch.isin(codes, self._held_out_codes)
+        return self.encode(codes // limit, codes % limit)
+
+    def inputs_and_targets(self, seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L) problems -> inputs (B, L-1) and targets (B, L-1), with -100 (ignored by
+        cross-entropy) wherever the target is part of the question rather than the answer."""
+        inputs, targets = seqs[:, :-1], seqs[:, 1:].clone()
+        targets[:, : self.answer_start - 1] = -100
+        return inputs, targets
+
+    def batch(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """inputs (B, L-1) and targets (B, L-1) of fresh training problems."""
+        return self.inputs_and_targets(self.sample(batch_size))
+
+    @torch.no_grad()
+    def exact_match(self, logits_fn, seqs: torch.Tensor | None = None) -> torch.Tensor:
+        """(N,) bool: problem n is solved when every answer digit is the argmax of the logits.
+
+        `logits_fn(inputs (N, L-1)) -> (N, L-1, V)` is one forward pass of a causal model. With
+        a causal model the teacher-forced argmax is right at every answer position exactly when
+        greedy generation writes the whole answer correctly, so one pass measures greedy exact match.
+        """
+        seqs = self.held_out if seqs is None else seqs
+        inputs, targets = self.inputs_and_targets(seqs)
+        predicted = logits_fn(inputs).argmax(-1).to(targets.device)  # (N, L-1)
+        answer = targets != -100
+        return ((predicted == targets) | ~answer).all(dim=1)
+
+    def show(self, seq) -> str:
+        """A problem as text, e.g. '042+917=9590' (the answer reversed when reverse_answer)."""
+        return "".join(VOCAB[int(i)] for i in seq)
