@@ -11,6 +11,7 @@ import torch
 class Check:
     description: str
     run: Callable[[Any], None]
+    states: tuple[str, ...] = ()  # phrases the exercise's docstring must contain (tests/test_docstrings.py)
 
 
 @dataclass
@@ -30,9 +31,11 @@ class Exercise:
     stand_ins: dict[str, Callable] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
 
-    def check(self, description: str):
+    def check(self, description: str, states: tuple[str, ...] = ()):
+        """Register a check. `states` names the phrases of the exercise's docstring that tell the
+        learner the rule this check enforces ("in place", "ValueError", ...); optional."""
         def register(fn: Callable[[Any], None]):
-            self.checks.append(Check(description, fn))
+            self.checks.append(Check(description, fn, tuple(states)))
             return fn
 
         return register
@@ -78,6 +81,32 @@ def load_torch_attention(torch_attn: torch.nn.MultiheadAttention, state: dict[st
         if f"{prefix}.W_q.bias" in state:
             torch_attn.in_proj_bias.copy_(torch.cat([state[f"{prefix}.W_{p}.bias"] for p in "qkv"]))
             torch_attn.out_proj.bias.copy_(state[f"{prefix}.W_o.bias"])
+
+
+class FixedDropout(torch.nn.Module):
+    """Stands in for an nn.Dropout so that training mode is reproducible: it keeps the module's p
+    and zeroes a fixed pattern that depends only on the input's shape (a learner who calls one
+    dropout module twice on same-shaped tensors is not penalised). See `fix_dropout`."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.p == 0:
+            return x
+        g = seeded(sum((i + 1) * 7919 * n for i, n in enumerate(x.shape)) + 1)
+        keep = torch.rand(x.shape, generator=g) >= self.p
+        return x * keep / (1 - self.p)
+
+
+def fix_dropout(module: torch.nn.Module) -> torch.nn.Module:
+    """Replace every nn.Dropout inside `module` by a FixedDropout with the same p, by name."""
+    for name, child in list(module.named_modules()):
+        if isinstance(child, torch.nn.Dropout):
+            owner, _, attr = name.rpartition(".")
+            setattr(module.get_submodule(owner) if owner else module, attr, FixedDropout(child.p))
+    return module
 
 
 def assert_pair(result: Any, what: str = "result") -> tuple[Any, Any]:

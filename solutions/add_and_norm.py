@@ -15,11 +15,12 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         bias: (D,) the per-feature shift (beta).
         eps: added to the variance inside the square root.
     Returns:
-        same shape as x: (x - mean) / sqrt(var + eps) * weight + bias, where mean and var
-        are taken over the last axis and var is the biased (divide by D) variance.
+        same shape and dtype as x (float64 stays float64): (x - mean) / sqrt(var + eps) * weight + bias,
+        where mean and var are taken over the last axis and var is the biased (divide by D) variance.
     Raises:
         ValueError if weight or bias is not of shape (D,).
-    Do not call F.layer_norm, nn.LayerNorm or torch.var/std with their default (unbiased) setting.
+    Do not modify x in place. Do not call F.layer_norm, torch.layer_norm, nn.LayerNorm or
+    torch.var/std with their default (unbiased) setting.
     """
     ### BEGIN SOLUTION
     D = x.shape[-1]
@@ -39,8 +40,8 @@ class LayerNorm(nn.Module):
         eps: added to the variance inside the square root.
     Attributes:
         weight: nn.Parameter (D,), initialised to ones; bias: nn.Parameter (D,), zeros.
-    forward(x (..., D)) -> (..., D).
-    Use your layer_norm; do not call F.layer_norm or nn.LayerNorm.
+    forward(x (..., D)) -> (..., D), the dtype of x (module.double() turns the parameters to float64).
+    Use your layer_norm; do not call F.layer_norm, torch.layer_norm or nn.LayerNorm.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5):
@@ -65,8 +66,9 @@ class PositionwiseFeedForward(nn.Module):
         d_ff: the hidden size (4 * D in the original Transformer).
         dropout: probability of zeroing hidden units while training.
     Attributes:
-        linear1: nn.Linear(D, d_ff); linear2: nn.Linear(d_ff, D); dropout: nn.Dropout.
-    forward(x (B, T, D)) -> (B, T, D).
+        linear1: nn.Linear(D, d_ff); linear2: nn.Linear(d_ff, D); dropout: nn.Dropout, on the hidden
+            units (after the ReLU, before linear2) in training mode; in eval mode it does nothing.
+    forward(x (B, T, D)) -> (B, T, D), every position on its own.
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
@@ -90,8 +92,9 @@ class AddNorm(nn.Module):
         d_model: D.
         dropout: probability of zeroing entries of sublayer_out while training.
     Attributes:
-        norm: your LayerNorm(D); dropout: nn.Dropout.
-    forward(x (B, T, D), sublayer_out (B, T, D)) -> (B, T, D).
+        norm: your LayerNorm(D); dropout: nn.Dropout, on sublayer_out only (never on x) in
+            training mode; in eval mode it does nothing.
+    forward(x (B, T, D), sublayer_out (B, T, D)) -> (B, T, D); (T, D) inputs work too.
     Raises:
         ValueError if x and sublayer_out differ in shape.
     """
@@ -123,10 +126,14 @@ class EncoderLayer(nn.Module):
     Attributes:
         self_attn: MultiHeadAttention(D, H, dropout); ffn: PositionwiseFeedForward(D, d_ff, dropout);
         norm1, norm2: LayerNorm(D) (norm1 belongs to attention, norm2 to the feed-forward block);
-        dropout1, dropout2: nn.Dropout on the two sublayers' outputs.
+        dropout1, dropout2: nn.Dropout modules, called on the two sublayers' outputs.
     forward(x (B, T, D), mask=None) -> (B, T, D); mask is bool, broadcastable to (B, H, T, T),
         True = may attend. self_attn(q, k, v, mask) returns (output, weights): use the output.
-    Do not call nn.TransformerEncoderLayer or nn.MultiheadAttention.
+        Do not modify x in place (write x = x + ..., not x += ...).
+    Dropout: in eval mode it does nothing. In training mode the tests swap every nn.Dropout of the
+    layer for a fixed mask to see where it acts, so call the modules (not F.dropout).
+    Do not call nn.TransformerEncoderLayer, nn.TransformerEncoder, nn.MultiheadAttention or
+    F.multi_head_attention_forward.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
@@ -170,6 +177,8 @@ class Encoder(nn.Module):
     Raises:
         ValueError if num_layers < 1.
     Each layer needs its own weights: build a new EncoderLayer for each, never reuse one object.
+    Do not call nn.TransformerEncoder, nn.TransformerEncoderLayer, nn.MultiheadAttention or
+    F.multi_head_attention_forward.
     """
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int,

@@ -81,6 +81,40 @@ def scaled_dot_product_score(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
+class GeneralScore(nn.Module):
+    """Luong's "general" score: a learned bilinear form between every query and every key.
+
+    Args:
+        query_dim: feature size of the queries.
+        key_dim: feature size of the keys (may differ from query_dim).
+    Attributes:
+        W: nn.Parameter of shape (query_dim, key_dim), the only parameter (no bias). Any random
+            start works; torch.randn(query_dim, key_dim) / sqrt(query_dim * key_dim) keeps the
+            scores near unit variance for unit-variance q and k.
+    forward(q (..., T, query_dim), k (..., S, key_dim)) -> (..., T, S) with
+        score[..., t, s] = q_t W k_s (no bias, no 1/sqrt(d) scaling); the leading dims of q and k
+        broadcast, as in dot_product_score.
+    forward raises ValueError when q or k has the wrong feature size.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int):
+        super().__init__()
+        ### BEGIN SOLUTION
+        self.W = nn.Parameter(torch.randn(query_dim, key_dim) / math.sqrt(query_dim * key_dim))
+        ### END SOLUTION
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        query_dim, key_dim = self.W.shape
+        if q.shape[-1] != query_dim:
+            raise ValueError(f"q has {q.shape[-1]} features, expected query_dim={query_dim}")
+        if k.shape[-1] != key_dim:
+            raise ValueError(f"k has {k.shape[-1]} features, expected key_dim={key_dim}")
+        # q W maps each query into key space; a dot product with every key does the rest.
+        return (q @ self.W) @ k.transpose(-2, -1)  # (..., T, key_dim) @ (..., key_dim, S) -> (..., T, S)
+        ### END SOLUTION
+
+
 class AdditiveScore(nn.Module):
     """Additive (Bahdanau) attention scores: a one-hidden-layer MLP of query and key.
 

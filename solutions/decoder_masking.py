@@ -31,7 +31,8 @@ def padding_mask(token_ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     """Which keys are real tokens: a mask that hides padding from every query.
 
     Args:
-        token_ids: (B, S) integer ids of the sequences the queries attend to (the keys).
+        token_ids: (B, S) integer ids (int64 or int32) of the sequences the queries attend to (the
+            keys); not modified.
         pad_id: the id used for padding.
     Returns:
         (B, 1, 1, S) bool, True where token_ids != pad_id. The two size-1 axes broadcast over
@@ -59,7 +60,7 @@ class DecoderLayer(nn.Module):
         self_attn, cross_attn: MultiHeadAttention(D, H, dropout);
         ffn: PositionwiseFeedForward(D, d_ff, dropout);
         norm1, norm2, norm3: LayerNorm(D), after self-attention, cross-attention and the FFN;
-        dropout1, dropout2, dropout3: nn.Dropout on the three sublayers' outputs;
+        dropout1, dropout2, dropout3: nn.Dropout modules, called on the three sublayers' outputs;
         cross_weights: the cross-attention weights (B, H, T, S) of the latest forward call,
             detached (None before the first call), kept so that they can be plotted.
     forward(x (B, T, D), memory (B, S, D), tgt_mask=None, memory_mask=None) -> (B, T, D):
@@ -68,9 +69,13 @@ class DecoderLayer(nn.Module):
         x = norm3(x + ffn(x))
         tgt_mask: bool, broadcastable to (B, H, T, T), True = may attend (e.g. a causal mask).
         memory_mask: bool, broadcastable to (B, H, T, S) (e.g. a source padding mask).
+    Dropout: in eval mode it does nothing. In training mode the tests swap every nn.Dropout of the
+    layer for a fixed mask to see where it acts, so call the modules (not F.dropout).
     Raises:
         ValueError if x and memory differ in batch size or in width.
-    Do not call nn.TransformerDecoderLayer, nn.MultiheadAttention or F.scaled_dot_product_attention.
+    Do not call nn.Transformer, nn.TransformerEncoder, nn.TransformerEncoderLayer, nn.TransformerDecoder,
+    nn.TransformerDecoderLayer, nn.MultiheadAttention, F.multi_head_attention_forward or
+    F.scaled_dot_product_attention.
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0):
@@ -115,14 +120,18 @@ class Transformer(nn.Module):
         d_model: D (even); num_heads: H; num_layers: N, for the encoder and for the decoder;
         d_ff: the feed-forward hidden size; dropout: the dropout probability everywhere;
         max_len: the longest source or target sequence; pad_id: the padding token id.
-    Attributes:
-        embedding: TokenEmbedding(V, D) (it scales by sqrt(D)); its table embedding.embedding.weight
+    Attributes (build them in this order of steps):
+        1. embedding: TokenEmbedding(V, D) (it scales by sqrt(D)); its table embedding.embedding.weight
             (V, D) is ALSO the output layer: logits = h @ embedding.embedding.weight.T (tied weights,
-            no separate nn.Linear to the vocabulary). Initialised N(0, 1/D), small like an output layer.
-        positions: PositionalEncoding(D, max_len, dropout), used for source and target.
-        encoder: Encoder(N, D, H, d_ff, dropout) (Post-LN, so its final norm is nn.Identity).
-        decoder: nn.ModuleList of N DecoderLayer(D, H, d_ff, dropout).
-        pad_id: the padding id.
+            no separate nn.Linear to the vocabulary).
+        2. re-initialise that table N(0, 1/D), small like an output layer:
+            nn.init.normal_(self.embedding.embedding.weight, std=d_model ** -0.5). nn.Embedding's
+            default N(0, 1) start, times sqrt(D), swamps the positions and stalls training.
+        3. positions: PositionalEncoding(D, max_len, dropout), used for source and target.
+        4. encoder: Encoder(N, D, H, d_ff, dropout) (Post-LN, so its final norm is nn.Identity).
+        5. decoder: nn.ModuleList of N DecoderLayer(D, H, d_ff, dropout).
+        6. pad_id: the padding id.
+        Every part gets the same dropout; in eval mode the model gives the dropout-free logits.
     Methods:
         encode(src (B, S)) -> memory (B, S, D): positions(embedding(src)) through the encoder, with
             the source padding mask.
@@ -132,7 +141,8 @@ class Transformer(nn.Module):
         forward(src (B, S), tgt (B, T)) -> logits (B, T, V): decode(tgt, encode(src), src).
     Raises:
         ValueError if src or tgt is not 2-dimensional, they differ in batch size, or num_layers < 1.
-    Do not call nn.Transformer, nn.TransformerDecoderLayer, nn.MultiheadAttention or
+    Do not call nn.Transformer, nn.TransformerEncoder, nn.TransformerEncoderLayer, nn.TransformerDecoder,
+    nn.TransformerDecoderLayer, nn.MultiheadAttention, F.multi_head_attention_forward or
     F.scaled_dot_product_attention.
     """
 
@@ -182,7 +192,7 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, start_id: i
     """Generate target sequences one token at a time, always taking the most likely next token.
 
     Args:
-        model: anything with the two methods of Transformer used here:
+        model: an nn.Module with the two methods of Transformer used here:
             model.encode(src) -> memory, called once, and
             model.decode(tgt (B, t), memory, src) -> logits (B, t, V), called once per new token;
             only the logits of the last position, logits[:, -1], choose the next token.
@@ -196,7 +206,8 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, start_id: i
         soon as every row is finished, or when L reaches max_len.
     Raises:
         ValueError if src is not 2-dimensional or max_len < 1.
-    Runs without gradients (torch.no_grad); put the model in eval() mode before calling it.
+    Run the model under torch.no_grad: generation tracks no gradients. The caller puts the model in
+    eval() mode first; calling model.eval() here as well does no harm.
     """
     ### BEGIN SOLUTION
     if src.dim() != 2:

@@ -9,7 +9,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Cut each D-vector into H heads of size Dh = D / H and move the head axis forward.
 
     Args:
-        x: (B, T, D).
+        x: (B, T, D), possibly non-contiguous (a transposed tensor, say).
         num_heads: H, must divide D.
     Returns:
         (B, H, T, Dh) with out[b, h, t] == x[b, t, h*Dh:(h+1)*Dh].
@@ -32,7 +32,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """Undo split_heads: put the heads of each token side by side again.
 
     Args:
-        x: (B, H, T, Dh).
+        x: (B, H, T, Dh), contiguous or not (the result of a transpose is not).
     Returns:
         (B, T, H*Dh) with out[b, t, h*Dh:(h+1)*Dh] == x[b, h, t].
     Raises:
@@ -53,7 +53,7 @@ class MultiHeadAttention(nn.Module):
     Args:
         d_model: D, the size of queries, keys, values and output.
         num_heads: H, must divide D.
-        dropout: probability of zeroing attention weights while training.
+        dropout: probability of zeroing attention weights, in training mode only (none in eval mode).
         bias: whether the four nn.Linear layers have a bias.
     Attributes:
         W_q, W_k, W_v, W_o: nn.Linear(D, D, bias); dropout: nn.Dropout on the weights.
@@ -66,7 +66,7 @@ class MultiHeadAttention(nn.Module):
         ValueError if d_model % num_heads != 0, or the inputs' last size is not d_model,
         or key and value differ in length.
     Use split_heads, merge_heads and scaled_dot_product_attention; do not call
-    nn.MultiheadAttention or F.scaled_dot_product_attention.
+    nn.MultiheadAttention, F.multi_head_attention_forward or F.scaled_dot_product_attention.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
@@ -111,7 +111,8 @@ def mha_parameter_count(d_model: int, bias: bool = True) -> int:
         an int: 4*D*D weights, plus 4*D biases when bias is True. It does not depend on H.
     Raises:
         ValueError if d_model < 1.
-    Work it out by hand; do not build a module and count its parameters.
+    Work it out by hand; do not build a module and count its parameters (calling .parameters() or
+    .named_parameters() scores zero).
     """
     ### BEGIN SOLUTION
     if d_model < 1:

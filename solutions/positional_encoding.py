@@ -79,7 +79,8 @@ class PositionalEncoding(nn.Module):
         pe: the table sinusoidal_positional_encoding(max_len, D), (max_len, D), registered as a
             buffer (saved in the state_dict and moved by .to(), but not a trained parameter).
         dropout: an nn.Dropout.
-    forward(x (B, T, D)) -> (B, T, D): dropout(x + pe[:T]).
+    forward(x (B, T, D)) -> (B, T, D): dropout(x + pe[:T]); in training mode the dropout acts on
+        the sum, in eval mode it does nothing.
     Raises ValueError in forward when T > max_len.
     Use your sinusoidal_positional_encoding.
     """
@@ -109,7 +110,8 @@ class TokenEmbedding(nn.Module):
         d_model: D.
     Attributes:
         embedding: an nn.Embedding(V, D); its weight (V, D) is the table.
-    forward(ids (B, T) integer) -> (B, T, D) float32: embedding(ids) * sqrt(D).
+    forward(ids (B, T) integer, int64 or int32) -> (B, T, D) float32: embedding(ids) * sqrt(D).
+    Start the table small (std 1/sqrt(D)) where its scale matters: see the narrative.
     """
 
     def __init__(self, vocab_size: int, d_model: int):

@@ -13,7 +13,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
             as long as every slice along `dim` has at least one finite entry.
         dim: the axis that is normalised (negative values count from the end).
     Returns:
-        same shape and dtype as `x`; non-negative, sums to 1 along `dim`.
+        same shape and dtype as `x` (float64 stays float64); non-negative, sums to 1 along `dim`.
     Do not call torch.softmax, F.softmax, Tensor.softmax, torch.special.softmax
     or any log_softmax; do not modify `x` in place.
     """
@@ -40,8 +40,10 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         weights: (..., T, S), each row sums to 1 over the keys.
     Raises:
         ValueError: q and k differ in their last size, k and v differ in length S,
-            or mask is not a bool tensor.
-    You may use your `softmax` from above; do not call F.scaled_dot_product_attention.
+            mask is not a bool tensor, or mask does not broadcast to the scores' shape
+            (..., T, S) (a (B, 1, 1, S) mask with 3-d inputs would silently add an axis).
+    You may use your `softmax` from above; do not call F.scaled_dot_product_attention
+    or F.multi_head_attention_forward.
     """
     ### BEGIN SOLUTION
     if q.shape[-1] != k.shape[-1]:
@@ -54,6 +56,8 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     # Dividing by sqrt(Dk) keeps the scores' variance near 1 whatever Dk is.
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T, S)
     if mask is not None:
+        if mask.dim() > scores.dim() or any(m not in (1, s) for m, s in zip(mask.shape[::-1], scores.shape[::-1])):
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores {tuple(scores.shape)}")
         # exp(-inf) = 0: a masked key gets no weight and the rest still sum to 1.
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = softmax(scores, dim=-1)  # (..., T, S), normalised over the keys
@@ -76,8 +80,8 @@ class SelfAttention(nn.Module):
         x: (B, T, D); mask: optional bool, broadcastable to (B, T, T), True = may attend.
         Returns (output (B, T, d_v), weights (B, T, T)).
         Raises ValueError when x is not (B, T, d_model).
-    Use your scaled_dot_product_attention; do not call F.scaled_dot_product_attention
-    or nn.MultiheadAttention.
+    Use your scaled_dot_product_attention; do not call F.scaled_dot_product_attention,
+    F.multi_head_attention_forward or nn.MultiheadAttention.
     """
 
     def __init__(self, d_model: int, d_k: int, d_v: int, bias: bool = False):

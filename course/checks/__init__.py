@@ -2,11 +2,19 @@
 
 Each chapter module stores a few expected values (computed once from fixed inputs) and the
 outputs that known mistakes produce on the same inputs.
+
+Every `check_<name>` function of every chapter module is wrapped when the module is imported
+(`_WrapChecks` below), so a check run on an exercise that still raises NotImplementedError
+says "not implemented yet: write `<name>` above" instead of ending in a bare traceback.
 """
 from __future__ import annotations
 
 import ast
+import functools
+import importlib.abc
+import importlib.machinery
 import inspect
+import sys
 import textwrap
 from typing import Any
 
@@ -15,6 +23,73 @@ import torch
 
 class CheckFailed(AssertionError):
     """A public check failed; the message says which mistake the output matches."""
+
+
+class NotWrittenYet(CheckFailed):
+    """The exercise still raises NotImplementedError; shown as one line, without a traceback."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows these lines instead of a traceback
+        return [f"{type(self).__name__}: {self}"]
+
+
+def _unwritten_part(err: BaseException) -> str | None:
+    """`Class.method` or `function` that raised NotImplementedError, if any in err's chain."""
+    while err is not None and not isinstance(err, NotImplementedError):
+        err = err.__cause__ or err.__context__
+    if err is None:
+        return None
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    frame = tb.tb_frame
+    owner = frame.f_locals.get("self")
+    return f"{type(owner).__name__}.{frame.f_code.co_name}" if owner is not None else frame.f_code.co_name
+
+
+def public_check(check, name: str):
+    """Wrap `check` so that an unwritten exercise gets a one-line message that names it."""
+
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        try:
+            return check(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - re-raised unless it is the skeleton's NotImplementedError
+            part = _unwritten_part(err)
+            if part is None:
+                raise
+            where = f" (`{part}` still raises NotImplementedError)" if part and part != name else ""
+            raise NotWrittenYet(f"not implemented yet: write `{name}` above{where}, run its cell, "
+                                "then run this check again") from None
+
+    return run
+
+
+class _WrapChecks(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports the chapter modules `course.checks.<chapter>` and wraps their check_* functions."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname.rpartition(".")[0] != __name__:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader_state, spec.loader = spec.loader, self
+        return spec
+
+    def create_module(self, spec):
+        return spec.loader_state.create_module(spec)
+
+    def exec_module(self, module):
+        module.__spec__.loader_state.exec_module(module)
+        for attr, value in list(vars(module).items()):
+            if attr.startswith("check_") and inspect.isfunction(value) and value.__module__ == module.__name__:
+                setattr(module, attr, public_check(value, attr.removeprefix("check_")))
+
+
+if not any(isinstance(finder, _WrapChecks) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _WrapChecks())
 
 
 def fail(message: str) -> None:
@@ -59,6 +134,15 @@ def expect_value_error(fn, *args, what: str = "bad arguments", **kwargs) -> None
     except Exception as err:  # noqa: BLE001 - the learner's code failed in another way
         fail(f"{what} should raise a ValueError that says what was wrong; got {type(err).__name__}: {err}")
     fail(f"{what} should raise a ValueError that says what was wrong; nothing was raised")
+
+
+def expect_dropouts(layer: torch.nn.Module, p: float, names: tuple[str, ...]) -> None:
+    """Each named submodule of `layer` is an nn.Dropout with the layer's dropout probability p."""
+    found = {name: module.p for name, module in layer.named_modules() if isinstance(module, torch.nn.Dropout)}
+    for name in names:
+        if found.get(name) != p:
+            fail(f"`{name}` should be an nn.Dropout with p = dropout = {p}: build every part with the layer's "
+                 f"dropout (MultiHeadAttention(d_model, num_heads, dropout), ...); your dropouts: {found}")
 
 
 def expect_pair(result: Any, what: str) -> tuple[Any, Any]:

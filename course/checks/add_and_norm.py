@@ -10,8 +10,10 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
-from course.checks import avoid_library_call, close, diagnose, expect_tensor, expect_value_error, fail, passed
+from course.checks import (avoid_library_call, close, diagnose, expect_dropouts, expect_tensor, expect_value_error,
+                           fail, passed)
 
 T = torch.tensor
 
@@ -321,6 +323,18 @@ def check_EncoderLayer(cls) -> None:
         "Pre-LN has no LayerNorm after the residual sums: x = x + attn(norm1(x)), then x = x + ffn(norm2(x))":
             PRE_BOTH_NORMS,
     }, "the Pre-LN output (norm_first=True)", otherwise)
+    expect_dropouts(cls(4, 2, 8, dropout=0.3), 0.3, ("self_attn.dropout", "ffn.dropout", "dropout1", "dropout2"))
+    x = sequence()
+    for norm_first in (False, True):
+        layer = cls(4, 2, 8, dropout=1.0, norm_first=norm_first).train()
+        with torch.no_grad():
+            out = layer(x)
+        want = x if norm_first else F.layer_norm(F.layer_norm(x, (4,)), (4,))
+        if not close(out, want, atol=1e-4):
+            fail(f"with dropout=1.0 in training mode every sublayer output is dropped, so a "
+                 f"{'Pre' if norm_first else 'Post'}-LN layer should return "
+                 f"{'x itself' if norm_first else 'norm2(norm1(x))'}: apply dropout1 to the attention output and "
+                 "dropout2 to the feed-forward output (not to the residual sum), and call the modules in forward")
     passed("EncoderLayer")
 
 

@@ -124,6 +124,39 @@ def check_scaled_dot_product_score(scaled_dot_product_score) -> None:
     passed("scaled_dot_product_score")
 
 
+def check_GeneralScore(GeneralScore) -> None:
+    module = GeneralScore(3, 2)  # query_dim=3, key_dim=2
+    params = {name: tuple(p.shape) for name, p in module.named_parameters()}
+    if "W" in params and params["W"] == (2, 3):
+        fail("W has shape (key_dim, query_dim) = (2, 3); store it as (query_dim, key_dim) = (3, 2), "
+             "so that q @ W maps a query into key space")
+    if params != {"W": (3, 2)}:
+        fail(f"the only parameter should be self.W = nn.Parameter(...) of shape (query_dim, key_dim) = (3, 2); "
+             f"found {params or 'none'}" + (" (no bias: the general score is q W k and nothing else)"
+                                             if len(params) > 1 else ""))
+    with torch.no_grad():
+        module.W.copy_(T([[0.5, -1.0], [1.0, 0.5], [-0.5, 2.0]]))
+    q = T([[1.0, 2.0, -1.0], [0.5, -1.0, 2.0]])  # (T=2, query_dim=3)
+    k = T([[1.0, 0.0], [-1.0, 2.0], [0.5, 1.5]])  # (S=3, key_dim=2)
+    try:
+        out = module(q, k)
+    except RuntimeError as err:
+        fail(f"GeneralScore(3, 2) failed on q (2, 3) and k (3, 2): {err}. W is (query_dim, key_dim): "
+             "q @ W is (..., T, key_dim), which you then dot with every key (@ k.transpose(-2, -1))")
+    if type(out) is torch.Tensor and tuple(out.shape) == (3, 2):
+        fail("the scores have shape (S, T); they should be (T, S): one row per query")
+    expected = T([[3.0, -7.0, -1.5], [-1.75, 7.75, 3.625]])
+    diagnose(out, expected, {
+        "you divided by sqrt(query_dim); the general score has no scaling (W can learn any scale)":
+            expected / 3 ** 0.5,
+        "you divided by sqrt(key_dim); the general score has no scaling (W can learn any scale)":
+            expected / 2 ** 0.5,
+    }, what="GeneralScore scores with a set W")
+    _check_batched(module, q, k, expected, "GeneralScore")
+    expect_value_error(module, k, k, what="a query with the wrong feature size")
+    passed("GeneralScore")
+
+
 def check_AdditiveScore(AdditiveScore) -> None:
     module = AdditiveScore(3, 2, 4)  # query_dim=3, key_dim=2, hidden_dim=4
     for name, shape in (("W_q", (4, 3)), ("W_k", (4, 2)), ("v", (1, 4))):

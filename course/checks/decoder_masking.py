@@ -8,9 +8,10 @@ import math
 import zlib
 
 import torch
+import torch.nn.functional as F
 
-from course.checks import (avoid_library_call, close, diagnose, expect_tensor, expect_value_error, fail,
-                           passed)
+from course.checks import (avoid_library_call, close, diagnose, expect_dropouts, expect_tensor, expect_value_error,
+                           fail, passed)
 
 
 def _bool(mask, what: str) -> None:
@@ -146,6 +147,15 @@ def check_DecoderLayer(cls) -> None:
         fail("store the cross-attention weights in self.cross_weights (the notebook plots them)")
     expect_tensor(cross, (1, 2, 3, 4), "self.cross_weights")
     diagnose(cross, [DEC_CROSS], {}, "self.cross_weights")
+    expect_dropouts(cls(4, 2, 6, dropout=0.3), 0.3, ("self_attn.dropout", "cross_attn.dropout", "ffn.dropout",
+                                                    "dropout1", "dropout2", "dropout3"))
+    dropped = cls(4, 2, 6, dropout=1.0).train()
+    with torch.no_grad():
+        out = dropped(DEC_X, DEC_MEMORY, DEC_TGT_MASK, DEC_MEMORY_MASK)
+    if not close(out, F.layer_norm(F.layer_norm(F.layer_norm(DEC_X, (4,)), (4,)), (4,)), atol=1e-4):
+        fail("with dropout=1.0 in training mode every sublayer output is dropped, so the layer should return "
+             "norm3(norm2(norm1(x))): apply dropout1, dropout2, dropout3 to the three sublayer outputs (not to the "
+             "residual sums), and call the modules in forward")
     passed("DecoderLayer")
 
 
@@ -168,6 +178,18 @@ TR_MISTAKES = {
 
 
 def check_Transformer(cls) -> None:
+    big = cls(400, 16, 2, 1, 24, max_len=8, pad_id=0)
+    table = getattr(getattr(big, "embedding", None), "embedding", None)
+    if isinstance(table, torch.nn.Embedding):
+        std = table.weight.std().item()
+        if std > 0.8:
+            fail(f"the shared table still has nn.Embedding's default N(0, 1) start (std {std:.2f}): it is also the "
+                 "output layer, so start it small, nn.init.normal_(self.embedding.embedding.weight, std=d_model ** -0.5); "
+                 "with the default start the training below stalls")
+        if not 0.2 < std < 0.3:
+            fail(f"with d_model=16 the table should start with standard deviation 1/sqrt(16) = 0.25, got {std:.3f}")
+    expect_dropouts(cls(7, 4, 2, 1, 6, dropout=0.3, max_len=16, pad_id=0), 0.3,
+                    ("positions.dropout", "encoder.layers.0.dropout1", "decoder.0.dropout1"))
     V, D = 7, 4
     model = cls(V, D, 2, 1, 6, max_len=16, pad_id=0).eval()
     params = dict(model.named_parameters())
@@ -207,11 +229,13 @@ def check_Transformer(cls) -> None:
 
 # ---------------------------------------------------------------- greedy_decode
 
-class _ChainModel:
-    """A stand-in model: after token v, row b's next token is nxt[b][v]. Earlier positions point
-    elsewhere, so only the last position's logits give the right next token."""
+class _ChainModel(torch.nn.Module):
+    """A stand-in model (an nn.Module, so model.eval() works): after token v, row b's next token is
+    nxt[b][v]. Earlier positions point elsewhere, so only the last position's logits give the right
+    next token."""
 
     def __init__(self, nxt, V=8):
+        super().__init__()
         self.nxt, self.V = torch.tensor(nxt), V
         self.encode_calls = self.decode_calls = 0
 
@@ -315,6 +339,12 @@ def check_label_smoothed_loss(fn) -> None:
 
 # ---------------------------------------------------------------- noam_learning_rate
 
+# noam_learning_rate(step, 512, 4000) at the steps the check looks at, and one step either side.
+NOAM_512_4000 = {1: 1.746928e-07, 2: 3.493856e-07, 3999: 6.985966e-04, 4000: 6.987712e-04, 4001: 6.986839e-04}
+OFF_BY_ONE = ("steps count from 1: use `step` exactly as given (step 1 is the first step), "
+              "without adding or subtracting one")
+
+
 def check_noam_learning_rate(fn) -> None:
     peak, first = float(fn(4000, 512, 4000)), float(fn(1, 512, 4000))
     if math.isclose(first, 0.0441942, rel_tol=1e-4):
@@ -322,10 +352,16 @@ def check_noam_learning_rate(fn) -> None:
     if math.isclose(first, 6.98771e-4, rel_tol=1e-4):
         fail("the warm-up branch is step * warmup_steps**-1.5 (so the two branches meet at step = warmup_steps); "
              "you used the exponent -0.5")
-    if not math.isclose(first, 1.746928e-7, rel_tol=1e-4):
-        fail(f"noam_learning_rate(1, 512, 4000) should be 512**-0.5 * 4000**-1.5 = 1.7469e-07, got {first:.6g}")
-    if not math.isclose(peak, 6.987712e-4, rel_tol=1e-4):
-        fail(f"the peak noam_learning_rate(4000, 512, 4000) should be about 6.99e-4, got {peak:.6g}")
+    if not math.isclose(first, NOAM_512_4000[1], rel_tol=1e-5):
+        hint = f": you computed the rate of step 2; {OFF_BY_ONE}" if math.isclose(
+            first, NOAM_512_4000[2], rel_tol=1e-5) else ""
+        fail(f"noam_learning_rate(1, 512, 4000) should be 512**-0.5 * 4000**-1.5 = {NOAM_512_4000[1]:.6e}, "
+             f"got {first:.6e}{hint}")
+    if not math.isclose(peak, NOAM_512_4000[4000], rel_tol=1e-5):
+        shifted = [s for s in (3999, 4001) if math.isclose(peak, NOAM_512_4000[s], rel_tol=1e-5)]
+        hint = f": that is the rate of step {shifted[0]}; {OFF_BY_ONE}" if shifted else ""
+        fail(f"the peak noam_learning_rate(4000, 512, 4000) should be {NOAM_512_4000[4000]:.6e}, "
+             f"got {peak:.6e}{hint}")
     if not math.isclose(float(fn(16000, 512, 4000, factor=2.0)), 2 * 0.5 * peak, rel_tol=1e-4):
         fail("after warm-up the rate falls as step**-0.5 (4x the steps, half the rate), times factor")
     expect_value_error(fn, 0, 512, 4000, what="step = 0 (steps count from 1)")

@@ -109,6 +109,9 @@ def check_scaled_dot_product_attention(attention) -> None:
     expect_value_error(attention, Q, K[:, :3], V, what="q and k with different Dk")
     expect_value_error(attention, Q, K, V[:2], what="k and v with different lengths S")
     expect_value_error(attention, Q, K, V, MASK.float(), what="a float mask")
+    expect_value_error(attention, Q.expand(2, 2, 4), K.expand(2, 3, 4), V.expand(2, 3, 2),
+                       MASK[None, None].expand(2, 1, 2, 3),
+                       what="a (B, 1, T, S) mask with 3-d inputs (it would add an axis to the output)")
     passed("scaled_dot_product_attention")
 
 

@@ -1,5 +1,8 @@
 """Data, plotting and training helpers the chapter notebooks import (no reference code)."""
+import ast
+import inspect
 import os
+import textwrap
 
 GRADING_ENV = "TRANSFORMERS_COURSE_GRADING"
 
@@ -31,3 +34,41 @@ def pretrained_unavailable(repo_id: str) -> str | None:
     except OSError:
         return f"skipped: the Hugging Face hub is not reachable, so {repo_id} cannot be downloaded"
     return None
+
+
+class WaitingForExercise(RuntimeError):
+    """A demo cell needs an exercise that still holds its skeleton; shown as one line."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows these lines instead of a traceback
+        return [f"{type(self).__name__}: {self}"]
+
+
+def _skeleton(fn) -> bool:
+    """True when the body of `fn` still has the skeleton's top-level `raise NotImplementedError`."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):  # no source to read: assume it is written
+        return False
+    body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
+    for node in body:
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id == "NotImplementedError":
+                return True
+    return False
+
+
+def unwritten(obj) -> bool:
+    """Whether an exercise (a function, or a class with methods) still has a skeleton part."""
+    if inspect.isclass(obj):
+        return any(_skeleton(f) for f in vars(obj).values() if inspect.isfunction(f))
+    return inspect.isfunction(obj) and _skeleton(obj)
+
+
+def waits_for(*exercises) -> None:
+    """Stop a demo cell with a clear message when an exercise it uses is not written yet."""
+    missing = [getattr(obj, "__name__", str(obj)) for obj in exercises if unwritten(obj)]
+    if missing:
+        names = ", ".join(f"`{name}`" for name in missing)
+        raise WaitingForExercise(f"this cell waits for {names}: write {'it' if len(missing) == 1 else 'them'} "
+                                 "above (the check should pass), then run this cell again")

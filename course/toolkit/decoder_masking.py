@@ -1,6 +1,8 @@
 """Chapter 06 helpers: the toy reversal task and plots. Every plot takes tensors YOU computed."""
 from __future__ import annotations
 
+import contextlib
+
 import matplotlib.pyplot as plt
 import torch
 
@@ -170,3 +172,43 @@ def plot_cross_attention(weights: torch.Tensor, src_ids, out_ids, title: str = "
     ax.set_ylabel("token being predicted (query)")
     ax.set_title(title, fontsize=10)
     return ax
+
+
+@contextlib.contextmanager
+def recording_attention(modules: dict[str, torch.nn.Module]):
+    """While the block runs, keep the weights each attention module returns: name -> (B, H, T, S).
+
+    Works with any module whose forward returns (output, weights), such as MultiHeadAttention."""
+    weights: dict[str, torch.Tensor] = {}
+
+    def keep(name):
+        def hook(module, args, output):
+            weights[name] = output[1].detach().cpu()
+        return hook
+
+    handles = [module.register_forward_hook(keep(name)) for name, module in modules.items()]
+    try:
+        yield weights
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def plot_attention_grid(maps: list[torch.Tensor], query_labels: list[str], key_labels: list[str], title: str,
+                        xlabel: str = "key", ylabel: str = "query"):
+    """One row per layer, one column per head: maps[l] is layer l's (H, T, S) weights for one example."""
+    L, H = len(maps), maps[0].shape[0]
+    fig, axes = plt.subplots(L, H, figsize=(2.3 * H + 0.8, 2.3 * L + 0.6), squeeze=False)
+    for l, layer_maps in enumerate(maps):
+        for h in range(H):
+            ax = axes[l, h]
+            ax.imshow(layer_maps[h].detach().cpu(), cmap="viridis", vmin=0, vmax=1, aspect="auto")
+            ax.set_xticks(range(len(key_labels)), key_labels, fontsize=6, rotation=90)
+            ax.set_yticks(range(len(query_labels)), query_labels if h == 0 else [], fontsize=6)
+            ax.set_title(f"layer {l}, head {h}", fontsize=8)
+        axes[l, 0].set_ylabel(ylabel, fontsize=7)
+    for ax in axes[-1]:
+        ax.set_xlabel(xlabel, fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

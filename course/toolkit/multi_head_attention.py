@@ -97,3 +97,24 @@ def plot_cost(heads: list[int], d_model: int, flops: dict[str, list[float]], mem
     fig.tight_layout()
     return axes
 
+
+
+def plot_length_scaling(lengths: list[int], times_ms: dict[str, list[float]], d_model: int, ax=None):
+    """Measured milliseconds against the sequence length T on log-log axes, one line per layer,
+    with dotted guides of slope 1 (like T) and 2 (like T^2) through each line's first point."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.6, 3.6))
+    for (label, values), color in zip(times_ms.items(), ("tab:red", "tab:blue", "tab:green")):
+        ax.loglog(lengths, values, marker="o", color=color, label=label)
+    first = min(values[0] for values in times_ms.values())
+    for power, style in ((1, ":"), (2, "--")):
+        ax.loglog(lengths, [first * (t / lengths[0]) ** power for t in lengths], style, color="gray",
+                  linewidth=0.8, label=f"grows like T^{power}")
+    ax.axvline(d_model, color="gray", linewidth=0.6)
+    ax.text(d_model, ax.get_ylim()[1], f" T = D = {d_model}", fontsize=7, va="top")
+    ax.set_xlabel("sequence length T")
+    ax.set_ylabel("ms per forward pass")
+    ax.set_title("one layer, one sequence, CPU", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    return ax

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import Exercise, assert_raises_value_error, assert_tensor, randn, seeded
+from grader.spec import Exercise, assert_raises_value_error, assert_tensor, fix_dropout, randn, seeded
 from solutions.multi_head_attention import MultiHeadAttention
 
 LAYER_NORM_ROUTINES = (
@@ -194,14 +194,15 @@ def _(fn):
                   what="layer_norm(x, weight, bias) for x (2, 3, 8)")
 
 
-@layer_norm.check("small D = 4: the biased variance (divide by D, not D - 1)")
+@layer_norm.check("small D = 4: the biased variance (divide by D, not D - 1)", states=("biased (divide by D) variance",))
 def _(fn):
     x, w, b = randn(5, 4, seed=504), 1 + randn(4, seed=505), randn(4, seed=506)
     assert_tensor(fn(x, w, b), F.layer_norm(x, (4,), w, b, 1e-5), atol=1e-5,
                   what="layer_norm for D = 4")
 
 
-@layer_norm.check("small-variance input (std 1e-3): eps is added to the variance inside the square root")
+@layer_norm.check("small-variance input (std 1e-3): eps is added to the variance inside the square root",
+                  states=("sqrt(var + eps)",))
 def _(fn):
     x, w, b = small_variance(3, 6, seed=507), torch.ones(6), torch.zeros(6)
     assert_tensor(fn(x, w, b), F.layer_norm(x, (6,), w, b, 1e-5), atol=1e-4,
@@ -216,7 +217,8 @@ def _(fn):
                       what=f"layer_norm(..., eps={eps})")
 
 
-@layer_norm.check("normalises over the last axis only: 1-D (D,) and 4-D (2, 3, 4, 5) inputs")
+@layer_norm.check("normalises over the last axis only: 1-D (D,) and 4-D (2, 3, 4, 5) inputs",
+                  states=("over the last axis", "x: (..., D)"))
 def _(fn):
     v, w, b = randn(7, seed=511), randn(7, seed=512), randn(7, seed=513)
     assert_tensor(fn(v, w, b), F.layer_norm(v, (7,), w, b, 1e-5), atol=1e-5, what="layer_norm of a (7,) vector")
@@ -224,7 +226,8 @@ def _(fn):
     assert_tensor(fn(x, w, b), F.layer_norm(x, (5,), w, b, 1e-5), atol=1e-5, what="layer_norm of (2, 3, 4, 5)")
 
 
-@layer_norm.check("float64 stays float64; gradients for x, weight and bias match F.layer_norm's")
+@layer_norm.check("float64 stays float64; gradients for x, weight and bias match F.layer_norm's",
+                  states=("float64 stays float64",))
 def _(fn):
     args = [randn(3, 5, seed=517).double(), randn(5, seed=518).double(), randn(5, seed=519).double()]
     ours = [a.clone().requires_grad_() for a in args]
@@ -241,7 +244,8 @@ def _(fn):
         assert_tensor(a.grad, t.grad, atol=1e-8, what=f"the gradient of {name}")
 
 
-@layer_norm.check("weight or bias of the wrong shape raises ValueError; x is not modified in place")
+@layer_norm.check("weight or bias of the wrong shape raises ValueError; x is not modified in place",
+                  states=("Do not modify x in place", "not of shape (D,)"))
 def _(fn):
     x = randn(2, 6, seed=521)
     before = x.clone()
@@ -257,7 +261,8 @@ LayerNorm = Exercise("LayerNorm", points=2, forbidden=LAYER_NORM_ROUTINES,
                      stand_ins={"layer_norm": layer_norm_stand_in})
 
 
-@LayerNorm.check("weight (ones) and bias (zeros) are nn.Parameters of shape (D,), and the only parameters")
+@LayerNorm.check("weight (ones) and bias (zeros) are nn.Parameters of shape (D,), and the only parameters",
+                 states=("weight: nn.Parameter (D,), initialised to ones", "bias: nn.Parameter (D,), zeros"))
 def _(cls):
     m = cls(6)
     params = dict(m.named_parameters())
@@ -303,7 +308,8 @@ def _(cls):
             raise AssertionError(f"no gradient reached {name}: it should be an nn.Parameter used in forward")
 
 
-@LayerNorm.check("module.double() converts weight and bias (they are registered parameters)")
+@LayerNorm.check("module.double() converts weight and bias (they are registered parameters)",
+                 states=("module.double()",))
 def _(cls):
     m = cls(3).double()
     if m.weight.dtype != torch.float64 or m.bias.dtype != torch.float64:
@@ -326,7 +332,8 @@ def ffn_oracle(x, s):
     return F.linear(F.relu(F.linear(x, s["linear1.weight"], s["linear1.bias"])), s["linear2.weight"], s["linear2.bias"])
 
 
-@PositionwiseFeedForward.check("linear1 is nn.Linear(D, d_ff) and linear2 is nn.Linear(d_ff, D), both with a bias")
+@PositionwiseFeedForward.check("linear1 is nn.Linear(D, d_ff) and linear2 is nn.Linear(d_ff, D), both with a bias",
+                               states=("linear1: nn.Linear(D, d_ff)", "linear2: nn.Linear(d_ff, D)"))
 def _(cls):
     m = cls(6, 10)
     for name, (n_in, n_out) in (("linear1", (6, 10)), ("linear2", (10, 6))):
@@ -359,7 +366,8 @@ def _(cls):
     assert_tensor(m(x), ffn_oracle(x, s), atol=1e-6, what="output for hand-set weights")
 
 
-@PositionwiseFeedForward.check("position-wise: a token's output does not depend on the other tokens")
+@PositionwiseFeedForward.check("position-wise: a token's output does not depend on the other tokens",
+                               states=("every position on its own",))
 def _(cls):
     m = cls(5, 7)
     load(m, ffn_weights(5, 7, seed=546))
@@ -370,7 +378,8 @@ def _(cls):
 
 
 @PositionwiseFeedForward.check("dropout: nn.Dropout named `dropout`, off in eval mode, "
-                               "on the hidden units (not the output) in training")
+                               "on the hidden units (not the output) in training mode",
+                               states=("on the hidden units",))
 def _(cls):
     m = cls(4, 64, dropout=0.5)
     if not isinstance(getattr(m, "dropout", None), nn.Dropout) or m.dropout.p != 0.5:
@@ -395,7 +404,8 @@ def _(cls):
 AddNorm = Exercise("AddNorm", points=2, stand_ins={"LayerNorm": LayerNormStandIn})
 
 
-@AddNorm.check("norm has parameters norm.weight and norm.bias of shape (D,) and dropout is an nn.Dropout")
+@AddNorm.check("norm has parameters norm.weight and norm.bias of shape (D,) and dropout is an nn.Dropout",
+               states=("norm: your LayerNorm(D)", "dropout: nn.Dropout"))
 def _(cls):
     m = cls(6, dropout=0.2)
     params = {k: tuple(v.shape) for k, v in m.named_parameters()}
@@ -433,7 +443,7 @@ def _(cls):
 
 
 @AddNorm.check("dropout acts on sublayer_out only: with sublayer_out = 0 training mode gives norm(x); "
-               "eval mode turns it off")
+               "eval mode turns it off", states=("on sublayer_out only",))
 def _(cls):
     m = cls(8, dropout=0.5)
     x, sub = randn(4, 6, 8, seed=568), randn(4, 6, 8, seed=569)
@@ -449,7 +459,8 @@ def _(cls):
         raise AssertionError("in training mode dropout=0.5 changed nothing: apply self.dropout to sublayer_out")
 
 
-@AddNorm.check("unbatched (T, D) input works; x and sublayer_out of different shapes raise ValueError")
+@AddNorm.check("unbatched (T, D) input works; x and sublayer_out of different shapes raise ValueError",
+               states=("(T, D) inputs work too", "differ in shape"))
 def _(cls):
     m = cls(5)
     x, sub = randn(3, 5, seed=570), randn(3, 5, seed=571)
@@ -464,7 +475,7 @@ EncoderLayer = Exercise("EncoderLayer", points=4, forbidden=ENCODER_ROUTINES, st
 
 
 @EncoderLayer.check("submodules self_attn (W_q, W_k, W_v, W_o), ffn (linear1, linear2), norm1, norm2 "
-                    "with the documented shapes")
+                    "with the documented shapes", states=("self_attn: MultiHeadAttention", "norm1, norm2: LayerNorm(D)"))
 def _(cls):
     m = cls(8, 2, 20)
     want = {k: tuple(v.shape) for k, v in our_names(torch_layer(8, 2, 20, False, seed=580)).items()}
@@ -507,7 +518,8 @@ def _(cls):
                       what=f"output with a padding mask, norm_first={norm_first}")
 
 
-@EncoderLayer.check("another size (D=12, H=3, d_ff=7, B=1, T=9), both settings; x is not modified in place")
+@EncoderLayer.check("another size (D=12, H=3, d_ff=7, B=1, T=9), both settings; x is not modified in place",
+                    states=("Do not modify x in place",))
 def _(cls):
     x = randn(1, 9, 12, seed=590)
     before = x.clone()
@@ -517,7 +529,8 @@ def _(cls):
         raise AssertionError("the layer changed its input x in place; use x = x + ..., not x += ...")
 
 
-@EncoderLayer.check("dropout1 and dropout2 are nn.Dropout(dropout); in eval mode dropout is off")
+@EncoderLayer.check("dropout1 and dropout2 are nn.Dropout(dropout); in eval mode dropout is off",
+                    states=("dropout1, dropout2: nn.Dropout",))
 def _(cls):
     m = cls(8, 2, 16, dropout=0.3, norm_first=True)
     for name in ("dropout1", "dropout2"):
@@ -530,6 +543,30 @@ def _(cls):
     with torch.no_grad():
         want = oracle(x)
     assert_tensor(m.eval()(x), want, atol=1e-5, what="eval-mode output with dropout=0.3")
+
+
+@EncoderLayer.check("training mode, dropout=0.25: self_attn and ffn get the dropout, dropout1 and dropout2 act "
+                    "on the sublayer outputs (every nn.Dropout swapped for a fixed mask), both settings",
+                    states=("MultiHeadAttention(D, H, dropout)", "PositionwiseFeedForward(D, d_ff, dropout)",
+                            "nn.Dropout modules", "sublayers' outputs", "training mode", "fixed mask"))
+def _(cls):
+    x = randn(2, 5, 8, seed=597)
+    for norm_first in (False, True):
+        m = cls(8, 2, 16, dropout=0.25, norm_first=norm_first)
+        p = {name: round(d.p, 6) for name, d in m.named_modules() if isinstance(d, nn.Dropout)}
+        for name in ("dropout1", "dropout2", "self_attn.dropout", "ffn.dropout"):
+            if p.get(name) != 0.25:
+                raise AssertionError(f"`{name}` should be an nn.Dropout with p = dropout = 0.25; "
+                                     f"the layer's dropouts are {p}")
+        state = our_names(torch_layer(8, 2, 16, norm_first, seed=598))
+        load(m, state)
+        oracle = EncoderLayerStandIn(8, 2, 16, dropout=0.25, norm_first=norm_first)
+        oracle.load_state_dict(state)
+        fix_dropout(m).train()
+        fix_dropout(oracle).train()
+        with torch.no_grad():
+            want = oracle(x)
+        assert_tensor(m(x), want, atol=1e-5, what=f"training-mode output, norm_first={norm_first}")
 
 
 @EncoderLayer.check("gradients reach every parameter and x")
@@ -558,7 +595,8 @@ def compare_encoder(cls, N, norm_first, seed, x, mask=None, what="output"):
     assert_tensor(out, want.detach(), atol=1e-5, what=what)
 
 
-@Encoder.check("layers is an nn.ModuleList of num_layers separate layers (no shared weights)")
+@Encoder.check("layers is an nn.ModuleList of num_layers separate layers (no shared weights)",
+               states=("layers: nn.ModuleList of EncoderLayer", "its own weights"))
 def _(cls):
     m = cls(3, 8, 2, 16)
     layers = getattr(m, "layers", None)
@@ -573,7 +611,8 @@ def _(cls):
                              f"yours has {count(m)}")
 
 
-@Encoder.check("norm: a LayerNorm(D) when norm_first=True; no parameters when norm_first=False")
+@Encoder.check("norm: a LayerNorm(D) when norm_first=True; no parameters when norm_first=False",
+               states=("final LayerNorm(D) when norm_first is True", "nn.Identity() when it is False"))
 def _(cls):
     pre, post = cls(2, 8, 2, 16, norm_first=True), cls(2, 8, 2, 16, norm_first=False)
     one = count(EncoderLayerStandIn(8, 2, 16))
@@ -604,7 +643,8 @@ def _(cls):
                         what=f"output with a (T, T) mask, norm_first={norm_first}")
 
 
-@Encoder.check("dropout and norm_first are passed on to every layer")
+@Encoder.check("dropout and norm_first are passed on to every layer",
+               states=("the other arguments are passed to each layer",))
 def _(cls):
     m = cls(2, 8, 2, 16, dropout=0.25, norm_first=True)
     for i, layer in enumerate(m.layers):

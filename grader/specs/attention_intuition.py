@@ -34,7 +34,7 @@ def _(fn):
     assert_tensor(fn(-u), fn(u).detach(), atol=1e-7, what="K(-u)")
 
 
-@gaussian_kernel.check("keeps the shape of a batched input and matches the normal density")
+@gaussian_kernel.check("keeps the shape of a batched input and matches the normal density", states=("same shape",))
 def _(fn):
     u = randn(2, 3, 4, seed=12) * 2
     expected = torch.distributions.Normal(0.0, 1.0).log_prob(u).exp()
@@ -65,7 +65,8 @@ def _(fn):
     assert_tensor(y_hat, y_ref, atol=1e-5, what="y_hat")
 
 
-@nadaraya_watson.check("each row of weights sums to 1 over the training points (not over the queries)")
+@nadaraya_watson.check("each row of weights sums to 1 over the training points (not over the queries)",
+                       states=("sums to 1 over the N training points",))
 def _(fn):
     x_query = torch.rand(3, generator=seeded(24)) * 5  # Q = 3
     x_train = torch.rand(8, generator=seeded(25)) * 5  # N = 8
@@ -102,7 +103,8 @@ def _(fn):
         "a weighted average of the y_train values must lie between their min and max"
 
 
-@nadaraya_watson.check("far-away queries with a small bandwidth stay finite (nearest point's y)")
+@nadaraya_watson.check("far-away queries with a small bandwidth stay finite (nearest point's y)",
+                       states=("as a softmax of the scores", "underflows"))
 def _(fn):
     x_train, y_train = torch.arange(5.0), torch.tensor([4.0, -1.0, 2.0, 0.5, 3.0])
     y_hat, weights = assert_pair(fn(torch.tensor([-10.0, 20.0]), x_train, y_train, 0.1))
@@ -118,7 +120,8 @@ def _(fn):
     assert_raises_value_error(fn, x, x, x, -1.0)
 
 
-@nadaraya_watson.check("a 0-dim tensor bandwidth works and passes gradients back to it")
+@nadaraya_watson.check("a 0-dim tensor bandwidth works and passes gradients back to it",
+                       states=("0-dim tensor", "can be learned"))
 def _(fn):
     x_query, x_train, y_train = randn(4, seed=31), randn(6, seed=32), randn(6, seed=33)
     h = torch.tensor(0.8, requires_grad=True)
@@ -144,7 +147,7 @@ def _(fn):
     assert_tensor(fn(q, k), torch.matmul(q, k.T), atol=1e-5)
 
 
-@dot_product_score.check("batched (B, H, T, d) x (B, H, S, d) -> (B, H, T, S)")
+@dot_product_score.check("batched (B, H, T, d) x (B, H, S, d) -> (B, H, T, S)", states=("(..., T, d)",))
 def _(fn):
     q, k = randn(2, 3, 4, 5, seed=43), randn(2, 3, 6, 5, seed=44)
     assert_tensor(fn(q, k), torch.matmul(q, k.transpose(-1, -2)), atol=1e-5)
@@ -171,7 +174,7 @@ def _(fn):
     assert_tensor(fn(q, k), torch.matmul(q, k.T) / 3, atol=1e-5)
 
 
-@scaled_dot_product_score.check("batched (B, T, d) x (B, S, d), d = 16")
+@scaled_dot_product_score.check("batched (B, T, d) x (B, S, d), d = 16", states=("(..., T, d)",))
 def _(fn):
     q, k = randn(2, 3, 16, seed=53), randn(2, 4, 16, seed=54)
     assert_tensor(fn(q, k), torch.matmul(q, k.transpose(-1, -2)) / 4, atol=1e-5)
@@ -186,6 +189,91 @@ def _(fn):
 @scaled_dot_product_score.check("different feature sizes raise ValueError")
 def _(fn):
     assert_raises_value_error(fn, randn(2, 3, seed=55), randn(2, 4, seed=56))
+
+
+# ---------------------------------------------------------------------------------------------
+GeneralScore = Exercise("GeneralScore", points=2)
+
+
+def bilinear_oracle(W, q, k):
+    """score[..., t, s] = q_t W k_s through F.bilinear, every (t, s) pair expanded."""
+    T, S = q.shape[-2], k.shape[-2]
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    qe = q.unsqueeze(-2).expand(*lead, T, S, q.shape[-1])
+    ke = k.unsqueeze(-3).expand(*lead, T, S, k.shape[-1])
+    return F.bilinear(qe, ke, W.unsqueeze(0)).squeeze(-1)
+
+
+def general_with(cls, dq, dk, seed):
+    module = cls(dq, dk)
+    W = randn(dq, dk, seed=seed)
+    try:
+        module.load_state_dict({"W": W}, strict=True)
+    except RuntimeError as err:
+        raise AssertionError(f"load_state_dict({{'W': (query_dim, key_dim)}}) failed: {str(err).splitlines()[0]} "
+                             f"(keys: {sorted(module.state_dict())})") from None
+    return module, W
+
+
+@GeneralScore.check("W is the only parameter, an nn.Parameter of shape (query_dim, key_dim): no bias",
+                    states=("W: nn.Parameter", "(query_dim, key_dim)", "no bias"))
+def _(cls):
+    module = cls(4, 3)
+    assert isinstance(module, nn.Module), "GeneralScore should be an nn.Module"
+    params = {name: tuple(p.shape) for name, p in module.named_parameters()}
+    assert params == {"W": (4, 3)}, \
+        f"the parameters should be exactly W of shape (query_dim, key_dim) = (4, 3); found {params}"
+    general_with(cls, 4, 3, seed=101)
+
+
+@GeneralScore.check("unbatched scores with a set W, query_dim != key_dim, T != S (compared with F.bilinear)")
+def _(cls):
+    module, W = general_with(cls, 4, 2, seed=102)
+    q, k = randn(3, 4, seed=103), randn(5, 2, seed=104)
+    assert_tensor(module(q, k), bilinear_oracle(W, q, k), atol=1e-5)
+
+
+@GeneralScore.check("batched (B, H, T, query_dim) x (B, H, S, key_dim) -> (B, H, T, S)")
+def _(cls):
+    module, W = general_with(cls, 3, 5, seed=105)
+    q, k = randn(2, 3, 4, 3, seed=106), randn(2, 3, 6, 5, seed=107)
+    assert_tensor(module(q, k), bilinear_oracle(W, q, k), atol=1e-5)
+
+
+@GeneralScore.check("square W that is not symmetric: q W k, not q W^T k (fixed values)", states=("q_t W k_s",))
+def _(cls):
+    module, _ = general_with(cls, 2, 2, seed=108)
+    module.load_state_dict({"W": torch.tensor([[1.0, 2.0], [0.0, 3.0]])})
+    q, k = torch.tensor([[1.0, 1.0]]), torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, -1.0]])
+    # q W = [1, 5], dotted with each key: 1, 5, -3 (q W^T would give 3, 3, 3)
+    assert_tensor(module(q, k), torch.tensor([[1.0, 5.0, -3.0]]))
+
+
+@GeneralScore.check("no 1/sqrt(d) scaling: with W the identity the scores are the plain dot products",
+                    states=("no 1/sqrt(d) scaling",))
+def _(cls):
+    module, _ = general_with(cls, 16, 16, seed=109)
+    module.load_state_dict({"W": torch.eye(16)})
+    q, k = randn(2, 3, 16, seed=110), randn(2, 4, 16, seed=111)
+    assert_tensor(module(q, k), q @ k.transpose(-1, -2), atol=1e-5)
+
+
+@GeneralScore.check("the scores are differentiable w.r.t. W")
+def _(cls):
+    module, W = general_with(cls, 3, 2, seed=112)
+    q, k = randn(4, 3, seed=113), randn(5, 2, seed=114)
+    upstream = randn(4, 5, seed=115)
+    (module(q, k) * upstream).sum().backward()
+    if module.W.grad is None:
+        raise AssertionError("no gradient reaches W")
+    assert_tensor(module.W.grad, q.T @ upstream @ k, atol=1e-5, what="the gradient of W")
+
+
+@GeneralScore.check("q or k with the wrong feature size raises ValueError", states=("ValueError",))
+def _(cls):
+    module = cls(3, 2)
+    assert_raises_value_error(module, randn(2, 2, seed=116), randn(3, 2, seed=117))
+    assert_raises_value_error(module, randn(2, 3, seed=118), randn(3, 3, seed=119))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,7 +301,8 @@ def additive_with(cls, dq, dk, h, seed):
     return module, (Wq, Wk, v)
 
 
-@AdditiveScore.check("W_q, W_k, v are nn.Linear without bias, of the right shapes")
+@AdditiveScore.check("W_q, W_k, v are nn.Linear without bias, of the right shapes",
+                     states=("nn.Linear without bias", "W_q: query_dim -> hidden_dim"))
 def _(cls):
     module = cls(4, 2, 6)
     assert isinstance(module, nn.Module), "AdditiveScore should be an nn.Module"
@@ -225,7 +314,7 @@ def _(cls):
         assert layer.bias is None, f"{name} should have no bias (bias=False)"
 
 
-@AdditiveScore.check("its state dict holds exactly W_q.weight, W_k.weight, v.weight")
+@AdditiveScore.check("its state dict holds exactly W_q.weight, W_k.weight, v.weight", states=("W_q", "W_k", "v:"))
 def _(cls):
     module = cls(3, 5, 4)
     state = {"W_q.weight": randn(4, 3, seed=61), "W_k.weight": randn(4, 5, seed=62), "v.weight": randn(1, 4, seed=63)}
@@ -296,14 +385,15 @@ def _(fn):
     check_pool(fn, randn(2, 4, 3, 6, seed=93), randn(2, 4, 6, 7, seed=94))
 
 
-@attention_pool.check("weights are non-negative and sum to 1 over the last axis (the keys)")
+@attention_pool.check("weights are non-negative and sum to 1 over the last axis (the keys)",
+                      states=("sums to 1 over the S keys",))
 def _(fn):
     _, weights = assert_pair(fn(randn(2, 4, 7, seed=95) * 3, randn(2, 7, 3, seed=96)))
     assert_tensor(weights.sum(dim=-1), torch.ones(2, 4), atol=1e-5, what="row sums of weights")
     assert bool((weights >= 0).all()), "weights must be non-negative"
 
 
-@attention_pool.check("scores around 1e4 stay finite and correct")
+@attention_pool.check("scores around 1e4 stay finite and correct", states=("finite for scores around 1e4",))
 def _(fn):
     check_pool(fn, torch.tensor([[1e4, 1e4 - 1.0, 0.0], [-1e4, 2e4, 2e4]]), randn(3, 4, seed=97))
 

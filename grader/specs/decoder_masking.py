@@ -15,8 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import (Exercise, assert_raises_value_error, assert_tensor, load_torch_attention, randn,
-                         seeded)
+from grader.spec import (Exercise, assert_raises_value_error, assert_tensor, fix_dropout, load_torch_attention,
+                         randn, seeded)
 from solutions.add_and_norm import PositionwiseFeedForward
 from solutions.multi_head_attention import MultiHeadAttention
 
@@ -50,17 +50,18 @@ def padding_stand_in(token_ids, pad_id):
 class DecoderLayerStandIn(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
         self.cross_weights = None
 
     def forward(self, x, memory, tgt_mask=None, memory_mask=None):
-        x = self.norm1(x + self.self_attn(x, x, x, tgt_mask)[0])
+        x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, tgt_mask)[0]))
         context, self.cross_weights = self.cross_attn(x, memory, memory, memory_mask)
-        x = self.norm2(x + context)
-        return self.norm3(x + self.ffn(x))
+        x = self.norm2(x + self.dropout2(context))
+        return self.norm3(x + self.dropout3(self.ffn(x)))
 
 
 # ---------------------------------------------------------------- weights and oracles
@@ -167,7 +168,7 @@ def oracle_logits(state, src, tgt, d_model, num_heads, d_ff, num_layers, pad_id)
 causal_mask = Exercise("causal_mask", points=1)
 
 
-@causal_mask.check("fixed values for T=4: True on and below the diagonal")
+@causal_mask.check("fixed values for T=4: True on and below the diagonal", states=("(T, T) bool", "on and below the diagonal"))
 def _(fn):
     expected = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
     assert_tensor(fn(4), expected, atol=0, rtol=0, what="causal_mask(4)")
@@ -189,7 +190,8 @@ def _(fn):
     assert_tensor(weights.triu(1), torch.zeros(2, 6, 6), atol=0, rtol=0, what="weight on future keys")
 
 
-@causal_mask.check("the device argument is honoured (device='cpu' and torch.device('cpu'))")
+@causal_mask.check("the device argument is honoured (device='cpu' and torch.device('cpu'))",
+                   states=("device: where to create the mask",))
 def _(fn):
     for device in ("cpu", torch.device("cpu")):
         m = fn(3, device=device)
@@ -208,7 +210,8 @@ def _(fn):
 padding_mask = Exercise("padding_mask", points=1)
 
 
-@padding_mask.check("fixed values: shape (B, 1, 1, S), True where the token is not padding")
+@padding_mask.check("fixed values: shape (B, 1, 1, S), True where the token is not padding",
+                    states=("(B, 1, 1, S) bool", "True where token_ids != pad_id"))
 def _(fn):
     ids = torch.tensor([[5, 3, 0, 0], [7, 0, 0, 0], [4, 4, 4, 4]])
     expected = torch.tensor([[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)[:, None, None, :]
@@ -235,7 +238,7 @@ def _(fn):
     assert_tensor(weights, expected, what="attention weights with the padding mask")
 
 
-@padding_mask.check("does not change token_ids and works for int32 ids")
+@padding_mask.check("does not change token_ids and works for int32 ids", states=("not modified",))
 def _(fn):
     ids = torch.tensor([[9, 8, 1, 1]], dtype=torch.int32)
     before = ids.clone()
@@ -268,7 +271,8 @@ def memory_mask_for(lengths, S):
     return keep[:, None, None, :]
 
 
-@DecoderLayer.check("submodules self_attn, cross_attn (W_q, W_k, W_v, W_o), ffn (linear1, linear2), norm1..norm3")
+@DecoderLayer.check("submodules self_attn, cross_attn (W_q, W_k, W_v, W_o), ffn (linear1, linear2), norm1..norm3",
+                    states=("self_attn, cross_attn: MultiHeadAttention", "norm1, norm2, norm3: LayerNorm(D)"))
 def _(cls):
     m = cls(D_, H_, FF_)
     params = {k: tuple(v.shape) for k, v in m.named_parameters()}
@@ -312,7 +316,8 @@ def _(cls):
     assert_tensor(b[:, :3], a[:, :3].detach(), atol=1e-5, what="outputs 0..2 after changing positions 3..5")
 
 
-@DecoderLayer.check("cross_weights holds the cross-attention weights (B, H, T, S), 0 on padded memory positions")
+@DecoderLayer.check("cross_weights holds the cross-attention weights (B, H, T, S), 0 on padded memory positions",
+                    states=("cross_weights: the cross-attention weights (B, H, T, S)", "detached"))
 def _(cls):
     m, state = loaded_layer(cls, 640)
     x, memory = randn(2, 3, D_, seed=641), randn(2, 5, D_, seed=642)
@@ -335,6 +340,29 @@ def _(cls):
     x, memory = randn(2, 4, D_, seed=651), randn(2, 6, D_, seed=652)
     expected = torch_decoder_layer(state, D_, H_, FF_)(x, memory).detach()
     assert_tensor(m(x, memory), expected, atol=1e-5, what="eval-mode output with dropout=0.5")
+
+
+@DecoderLayer.check("training mode, dropout=0.25: both attentions and ffn get the dropout, dropout1..dropout3 act "
+                    "on the sublayer outputs (every nn.Dropout swapped for a fixed mask)",
+                    states=("MultiHeadAttention(D, H, dropout)", "PositionwiseFeedForward(D, d_ff, dropout)",
+                            "nn.Dropout modules", "sublayers' outputs", "training mode", "fixed mask"))
+def _(cls):
+    m = cls(D_, H_, FF_, dropout=0.25)
+    p = {name: round(d.p, 6) for name, d in m.named_modules() if isinstance(d, nn.Dropout)}
+    for name in ("dropout1", "dropout2", "dropout3", "self_attn.dropout", "cross_attn.dropout", "ffn.dropout"):
+        if p.get(name) != 0.25:
+            raise AssertionError(f"`{name}` should be an nn.Dropout with p = dropout = 0.25; the layer's dropouts are {p}")
+    state = random_weights(m, decoder_layer_names(), 657)
+    oracle = DecoderLayerStandIn(D_, H_, FF_, dropout=0.25)
+    oracle.load_state_dict(state)
+    fix_dropout(m).train()
+    fix_dropout(oracle).train()
+    x, memory = randn(2, 5, D_, seed=658), randn(2, 7, D_, seed=659)
+    tgt_mask, memory_mask = torch.ones(5, 5, dtype=torch.bool).tril(), memory_mask_for([7, 4], 7)
+    with torch.no_grad():
+        want = oracle(x, memory, tgt_mask, memory_mask)
+    assert_tensor(m(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask), want, atol=1e-5,
+                  what="training-mode output")
 
 
 @DecoderLayer.check("x and memory that disagree in batch size or width raise ValueError")
@@ -361,7 +389,8 @@ def oracle(state, src, tgt):
     return oracle_logits(state, src, tgt, TD_, TH_, TFF_, TN_, pad_id=0)
 
 
-@Transformer.check("parameters are exactly the documented ones: one embedding table, no separate output layer")
+@Transformer.check("parameters are exactly the documented ones: one embedding table, no separate output layer",
+                   states=("no separate nn.Linear to the vocabulary",))
 def _(cls):
     m = cls(V_, TD_, TH_, TN_, TFF_, max_len=32, pad_id=0)
     params = {k: tuple(v.shape) for k, v in m.named_parameters()}
@@ -372,6 +401,40 @@ def _(cls):
                              "must reuse embedding.embedding.weight, not add its own weights)")
     if params["embedding.embedding.weight"] != (V_, TD_):
         raise AssertionError(f"embedding.embedding.weight has shape {params['embedding.embedding.weight']}")
+
+
+@Transformer.check("the shared table starts small: embedding.embedding.weight ~ N(0, 1/D), not nn.Embedding's N(0, 1)",
+                   states=("N(0, 1/D)", "std=d_model ** -0.5"))
+def _(cls):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        m = cls(400, 16, 2, 1, 24, max_len=8, pad_id=0)
+    weight = m.embedding.embedding.weight.detach()
+    std, mean = weight.std().item(), weight.mean().item()
+    if not (0.9 * 16 ** -0.5 < std < 1.1 * 16 ** -0.5 and abs(mean) < 0.05):
+        raise AssertionError(f"with d_model=16 the table's entries should have mean 0 and standard deviation "
+                             f"1/sqrt(16) = 0.25; yours have mean {mean:.3f} and std {std:.3f}"
+                             + (" (nn.Embedding's default N(0, 1) start: re-initialise it with "
+                                "nn.init.normal_(..., std=d_model ** -0.5))" if std > 0.8 else ""))
+
+
+@Transformer.check("dropout reaches positions, the encoder and every decoder layer; eval mode turns it off",
+                   states=("PositionalEncoding(D, max_len, dropout)", "Encoder(N, D, H, d_ff, dropout)",
+                           "DecoderLayer(D, H, d_ff, dropout)", "in eval mode"))
+def _(cls):
+    m = cls(V_, TD_, TH_, TN_, TFF_, dropout=0.3, max_len=32, pad_id=0)
+    p = {name: round(d.p, 6) for name, d in m.named_modules() if isinstance(d, nn.Dropout)}
+    wrong = {name: value for name, value in p.items() if value != 0.3}
+    needed = ["positions.dropout"] + [f"encoder.layers.{i}.dropout1" for i in range(TN_)] + \
+             [f"decoder.{i}.dropout1" for i in range(TN_)]
+    if wrong or any(name not in p for name in needed):
+        raise AssertionError(f"every nn.Dropout of the model should have p = dropout = 0.3 (positions, encoder, "
+                             f"every decoder layer); found {wrong or sorted(set(needed) - set(p))}")
+    state = random_weights(m, transformer_names(TN_), 695)
+    m.eval()
+    src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]])
+    tgt = torch.tensor([[1, 5, 4], [1, 9, 8]])
+    assert_tensor(m(src, tgt), oracle(state, src, tgt), atol=1e-4, what="eval-mode logits with dropout=0.3")
 
 
 @Transformer.check("forward(src (B, S), tgt (B, T)) matches torch layers with the same weights (no padding, S != T)")
@@ -435,7 +498,8 @@ def _(cls):
     assert_tensor(m(src, longer)[:, :3], m(src, tgt).detach(), atol=1e-5, what="logits with extra target padding")
 
 
-@Transformer.check("encode(src) -> (B, S, D) and decode(tgt, memory, src) -> the same logits as forward")
+@Transformer.check("encode(src) -> (B, S, D) and decode(tgt, memory, src) -> the same logits as forward",
+                   states=("encode(src (B, S)) -> memory (B, S, D)", "decode(tgt (B, T), memory (B, S, D), src (B, S))"))
 def _(cls):
     m, _ = loaded_model(cls, 720)
     src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]])
@@ -457,20 +521,26 @@ def _(cls):
 greedy_decode = Exercise("greedy_decode", points=3)
 
 
-class ChainModel:
-    """A fake model: the next token after token v in row b is nxt[b][v]. Earlier positions' logits
-    point somewhere else, so only logits[:, -1] gives the right answer. Counts its calls."""
+class ChainModel(nn.Module):
+    """A fake model, a real nn.Module (model.eval() works): the next token after token v in row b
+    is nxt[b][v]. Earlier positions' logits point somewhere else, so only logits[:, -1] gives the
+    right answer. Counts its calls and records whether gradients were enabled while decoding."""
 
     def __init__(self, nxt, V=8):
+        super().__init__()
         self.nxt, self.V = torch.tensor(nxt), V
+        self.scale = nn.Parameter(torch.ones(()))  # makes the memory require grad unless no_grad is on
         self.encode_calls = self.decode_calls = 0
+        self.grad_enabled = set()
 
     def encode(self, src):
         self.encode_calls += 1
-        return src.float()[..., None] * 0.5  # (B, S, 1)
+        self.grad_enabled.add(torch.is_grad_enabled())
+        return src.float()[..., None] * 0.5 * self.scale  # (B, S, 1)
 
     def decode(self, tgt, memory, src):
         self.decode_calls += 1
+        self.grad_enabled.add(torch.is_grad_enabled())
         if memory.shape[:2] != src.shape:
             raise AssertionError("decode should get the memory that encode(src) returned")
         B, t = tgt.shape
@@ -501,21 +571,24 @@ CHAINS = [[0, 4, 6, 0, 2, 0, 0, 0],   # 1 -> 4 -> 2
           [0, 6, 5, 0, 0, 2, 5, 0]]   # 1 -> 6 -> 5 -> 2
 
 
-@greedy_decode.check("the output starts with start_id and follows the argmax of the LAST position (one row)")
+@greedy_decode.check("the output starts with start_id and follows the argmax of the LAST position (one row)",
+                     states=("logits[:, -1]", "column 0 is start_id"))
 def _(fn):
     model = ChainModel([CHAINS[1]])
     out = fn(model, torch.tensor([[3, 4]]), 10, 1, 2)
     assert_tensor(out, torch.tensor([[1, 5, 3, 7, 2]]), atol=0, rtol=0, what="greedy_decode(...)")
 
 
-@greedy_decode.check("a batch: rows that finish early keep end_id; stops once every row has produced end_id")
+@greedy_decode.check("a batch: rows that finish early keep end_id; stops once every row has produced end_id",
+                     states=("every later entry of that row is end_id", "as soon as every row is finished"))
 def _(fn):
     model = ChainModel(CHAINS)
     out = fn(model, torch.tensor([[3, 4, 5], [5, 6, 0], [7, 0, 0]]), 12, 1, 2)
     assert_tensor(out, chain_expected(CHAINS, 1, 2, 12), atol=0, rtol=0, what="greedy_decode on a batch of 3")
 
 
-@greedy_decode.check("never longer than max_len (start token included); max_len=1 gives the start column")
+@greedy_decode.check("never longer than max_len (start token included); max_len=1 gives the start column",
+                     states=("L <= max_len", "start token included"))
 def _(fn):
     loop = [[0, 3, 0, 4, 3, 0, 0, 0]]  # 1 -> 3 -> 4 -> 3 -> 4 ... never ends
     out = fn(ChainModel(loop), torch.tensor([[3]]), 6, 1, 2)
@@ -524,7 +597,7 @@ def _(fn):
     assert_tensor(out, torch.tensor([[1], [1]]), atol=0, rtol=0, what="greedy_decode with max_len=1")
 
 
-@greedy_decode.check("encode is called once; decode once per generated token")
+@greedy_decode.check("encode is called once; decode once per generated token", states=("called once", "called once per new token"))
 def _(fn):
     model = ChainModel(CHAINS)
     out = fn(model, torch.tensor([[3, 4, 5], [5, 6, 0], [7, 0, 0]]), 12, 1, 2)
@@ -533,6 +606,16 @@ def _(fn):
     generated = out.shape[1] - 1 if type(out) is torch.Tensor else -1
     if model.decode_calls != generated:
         raise AssertionError(f"decode was called {model.decode_calls} times for {generated} generated tokens")
+
+
+@greedy_decode.check("runs under torch.no_grad: no gradients are tracked while encoding or decoding",
+                     states=("torch.no_grad",))
+def _(fn):
+    model = ChainModel(CHAINS)
+    fn(model, torch.tensor([[3, 4, 5], [5, 6, 0], [7, 0, 0]]), 12, 1, 2)
+    if model.grad_enabled != {False}:
+        raise AssertionError("gradients were enabled while the model ran: wrap the loop in `with torch.no_grad():` "
+                             "(generation never trains, and tracking gradients costs memory at every step)")
 
 
 @greedy_decode.check("other start and end ids (start 3, end 0)")
@@ -565,7 +648,8 @@ def _(fn):
     assert_tensor(fn(torch.tensor([2, 0, 3]), 4, 0.3), expected, what="label_smoothing_distribution([2, 0, 3], 4, 0.3)")
 
 
-@label_smoothing_distribution.check("C=7, smoothing=0.1: smoothing / (C - 1) off the target, rows sum to 1")
+@label_smoothing_distribution.check("C=7, smoothing=0.1: smoothing / (C - 1) off the target, rows sum to 1",
+                                    states=("smoothing / (C - 1)",))
 def _(fn):
     targets = torch.randint(0, 7, (20,), generator=seeded(730))
     out = fn(targets, 7, 0.1)
@@ -644,7 +728,8 @@ def _(fn):
     assert_tensor(out, via_torch, atol=1e-5, what="label_smoothed_loss vs cross_entropy - entropy")
 
 
-@label_smoothed_loss.check("rows whose target is ignore_index count neither in the sum nor in the mean")
+@label_smoothed_loss.check("rows whose target is ignore_index count neither in the sum nor in the mean",
+                           states=("the mean over the kept rows", "ignore_index"))
 def _(fn):
     logits = randn(7, 4, seed=743)
     targets = torch.tensor([1, -100, 3, -100, -100, 0, 2])
@@ -655,7 +740,7 @@ def _(fn):
                   what="loss with ignore_index=0")
 
 
-@label_smoothed_loss.check("logits around 1e4 give a finite, correct loss")
+@label_smoothed_loss.check("logits around 1e4 give a finite, correct loss", states=("log_softmax",))
 def _(fn):
     logits = 1e4 + randn(3, 5, seed=744)
     logits[1, 2] = -1e4
@@ -733,7 +818,7 @@ def _(fn):
                       f"noam_learning_rate({step}, 256, 30, factor=2.5)")
 
 
-@noam_learning_rate.check("step < 1 raises ValueError (the schedule counts steps from 1)")
+@noam_learning_rate.check("step < 1 raises ValueError (the schedule counts steps from 1)", states=("counted from 1",))
 def _(fn):
     assert_raises_value_error(fn, 0, 512, 4000)
     assert_raises_value_error(fn, -3, 512, 4000)

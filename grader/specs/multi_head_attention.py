@@ -72,7 +72,8 @@ def numbered(*shape: int) -> torch.Tensor:
 split_heads = Exercise("split_heads", points=2)
 
 
-@split_heads.check("fixed values: head h of token t holds features h*Dh:(h+1)*Dh of that token")
+@split_heads.check("fixed values: head h of token t holds features h*Dh:(h+1)*Dh of that token",
+                   states=("out[b, h, t] == x[b, t, h*Dh:(h+1)*Dh]",))
 def _(fn):
     x = numbered(2, 3, 8)  # B=2, T=3, D=8; H=4 gives Dh=2
     assert_tensor(fn(x, 4), split_oracle(x, 4), atol=0, what="split_heads(x, 4)")
@@ -92,7 +93,7 @@ def _(fn):
     assert_tensor(fn(x, 6), x.permute(0, 2, 1)[..., None], atol=0, what="split_heads(x, D)")
 
 
-@split_heads.check("a non-contiguous input (a transposed tensor) is split correctly")
+@split_heads.check("a non-contiguous input (a transposed tensor) is split correctly", states=("non-contiguous",))
 def _(fn):
     x = randn(4, 2, 6, seed=403).transpose(0, 1)  # (B=2, T=4, D=6), not contiguous
     assert_tensor(fn(x, 2), split_oracle(x, 2), atol=0, what="split_heads of a transposed tensor")
@@ -121,7 +122,8 @@ def _(fn):
 merge_heads = Exercise("merge_heads", points=2)
 
 
-@merge_heads.check("fixed values: out[b, t, h*Dh:(h+1)*Dh] = x[b, h, t]")
+@merge_heads.check("fixed values: out[b, t, h*Dh:(h+1)*Dh] = x[b, h, t]",
+                   states=("out[b, t, h*Dh:(h+1)*Dh] == x[b, h, t]",))
 def _(fn):
     x = numbered(2, 3, 4, 2)  # B=2, H=3, T=4, Dh=2
     assert_tensor(fn(x), merge_oracle(x), atol=0, what="merge_heads(x (2, 3, 4, 2))")
@@ -140,7 +142,8 @@ def _(fn):
         assert_tensor(fn(split_stand_in(x, h)), x, atol=0, what=f"merge_heads(split_heads(x, {h}))")
 
 
-@merge_heads.check("the transposed output of an attention step (non-contiguous) merges fine")
+@merge_heads.check("the transposed output of an attention step (non-contiguous) merges fine",
+                   states=("contiguous or not",))
 def _(fn):
     x = randn(2, 5, 3, 4, seed=413).transpose(1, 2)  # (B=2, H=3, T=5, Dh=4), not contiguous
     assert_tensor(fn(x), merge_oracle(x), atol=0, what="merge_heads of a non-contiguous tensor")
@@ -218,7 +221,8 @@ def compare(module, torch_mha, query, key, value, mask=None, atol=1e-5):
     return out, weights
 
 
-@MultiHeadAttention.check("W_q, W_k, W_v, W_o are nn.Linear(D, D) with biases; nothing else is learned")
+@MultiHeadAttention.check("W_q, W_k, W_v, W_o are nn.Linear(D, D) with biases; nothing else is learned",
+                          states=("W_q, W_k, W_v, W_o: nn.Linear(D, D, bias)",))
 def _(cls):
     module = cls(12, 3)
     if not isinstance(module, nn.Module):
@@ -235,7 +239,8 @@ def _(cls):
         raise AssertionError(f"MultiHeadAttention(12, 3) has {count} parameters, expected 4*D*D + 4*D = 624")
 
 
-@MultiHeadAttention.check("self-attention (query = key = value) matches nn.MultiheadAttention, per head")
+@MultiHeadAttention.check("self-attention (query = key = value) matches nn.MultiheadAttention, per head",
+                          states=("weights (B, H, T, S)", "one attention map per head"))
 def _(cls):
     module, torch_mha = build(cls, 8, 2, seed=420)
     x = randn(2, 5, 8, seed=421)
@@ -259,7 +264,8 @@ def _(cls):
     compare(module, torch_mha, query, kv, kv)
 
 
-@MultiHeadAttention.check("masks: (T, S) and (B, 1, 1, S) padding, True = may attend; masked keys get 0")
+@MultiHeadAttention.check("masks: (T, S) and (B, 1, 1, S) padding, True = may attend; masked keys get 0",
+                          states=("True = may attend", "(B, 1, 1, S) padding mask"))
 def _(cls):
     module, torch_mha = build(cls, 8, 2, seed=450)
     query, key, value = randn(2, 4, 8, seed=451), randn(2, 5, 8, seed=452), randn(2, 5, 8, seed=453)
@@ -280,7 +286,8 @@ def _(cls):
     compare(module, torch_mha, x, x, x, mask.unsqueeze(1))
 
 
-@MultiHeadAttention.check("dropout acts on the attention weights in train mode only (returned after dropout)")
+@MultiHeadAttention.check("dropout acts on the attention weights in training mode only (returned after dropout)",
+                          states=("after dropout",))
 def _(cls):
     p = 0.5
     module, torch_mha = build(cls, 8, 2, seed=470, dropout=p)
@@ -344,7 +351,7 @@ def _(fn):
             raise AssertionError(f"mha_parameter_count({d}) = {got!r}, expected {want}")
 
 
-@mha_parameter_count.check("bias=False leaves the four D x D weight matrices: 4*D*D")
+@mha_parameter_count.check("bias=False leaves the four D x D weight matrices: 4*D*D", states=("4*D*D weights",))
 def _(fn):
     for d, want in ((4, 64), (768, 2359296)):
         got = fn(d, bias=False)
@@ -352,7 +359,7 @@ def _(fn):
             raise AssertionError(f"mha_parameter_count({d}, bias=False) = {got!r}, expected {want}")
 
 
-@mha_parameter_count.check("returns a plain Python int")
+@mha_parameter_count.check("returns a plain Python int", states=("an int",))
 def _(fn):
     got = fn(64)
     if type(got) is not int:

@@ -58,7 +58,8 @@ def load_weight(module: nn.Module, key: str, weight: torch.Tensor) -> None:
 sinusoidal_positional_encoding = Exercise("sinusoidal_positional_encoding", points=3)
 
 
-@sinusoidal_positional_encoding.check("fixed values of a small table (max_len=4, d_model=6): interleaved sin, cos")
+@sinusoidal_positional_encoding.check("fixed values of a small table (max_len=4, d_model=6): interleaved sin, cos",
+                                      states=("interleaved", "sin comes first"))
 def _(fn):
     assert_tensor(fn(4, 6), oracle_table(4, 6), atol=1e-6, what="sinusoidal_positional_encoding(4, 6)")
 
@@ -125,7 +126,8 @@ def _(fn):
                       what=f"M @ P[p] with offset {offset}")
 
 
-@relative_position_matrix.check("block diagonal: every entry outside the 2x2 diagonal blocks is zero")
+@relative_position_matrix.check("block diagonal: every entry outside the 2x2 diagonal blocks is zero",
+                                states=("block diagonal", "float32"))
 def _(fn):
     M = fn(7, 12)
     assert_float32(M, (12, 12), what="relative_position_matrix(7, 12)")
@@ -146,7 +148,7 @@ def _(fn):
     assert_tensor(fn(0, 10), torch.eye(10), atol=1e-7, what="relative_position_matrix(0, 10)")
 
 
-@relative_position_matrix.check("a negative offset undoes a positive one: M(-k) == M(k).T")
+@relative_position_matrix.check("a negative offset undoes a positive one: M(-k) == M(k).T", states=("negative too",))
 def _(fn):
     assert_tensor(fn(-6, 8), oracle_rotation(-6, 8), atol=1e-5, what="relative_position_matrix(-6, 8)")
     assert_tensor(fn(-6, 8), fn(6, 8).T, atol=1e-6, what="M(-6) vs M(6).T")
@@ -163,7 +165,8 @@ PositionalEncoding = Exercise("PositionalEncoding", points=2,
                               stand_ins={"sinusoidal_positional_encoding": table_stand_in})
 
 
-@PositionalEncoding.check("`pe` is a buffer of shape (max_len, D) saved in the state_dict, and there are no parameters")
+@PositionalEncoding.check("`pe` is a buffer of shape (max_len, D) saved in the state_dict, and there are no parameters",
+                          states=("registered as a buffer", "saved in the state_dict", "not a trained parameter"))
 def _(cls):
     m = cls(8, max_len=20)
     buffers = dict(m.named_buffers())
@@ -226,7 +229,8 @@ def _(cls):
     assert_tensor(out[~zeros], full[~zeros], atol=1e-5, what="the entries dropout kept")
 
 
-@PositionalEncoding.check("module.double() converts pe with the module (it is a buffer, not a plain attribute)")
+@PositionalEncoding.check("module.double() converts pe with the module (it is a buffer, not a plain attribute)",
+                          states=("registered as a buffer",))
 def _(cls):
     m = cls(4, max_len=10).double()
     if m.pe.dtype != torch.float64:
@@ -239,7 +243,8 @@ def _(cls):
 TokenEmbedding = Exercise("TokenEmbedding", points=1)
 
 
-@TokenEmbedding.check("`embedding` is an nn.Embedding(vocab_size, d_model) with a trainable weight")
+@TokenEmbedding.check("`embedding` is an nn.Embedding(vocab_size, d_model) with a trainable weight",
+                      states=("embedding: an nn.Embedding(V, D)",))
 def _(cls):
     m = cls(11, 6)
     if not isinstance(getattr(m, "embedding", None), nn.Embedding):
@@ -276,7 +281,7 @@ def _(cls):
     assert_tensor(m(ids), W[ids.long()] * 2.0, atol=1e-5, what="output for int32 ids")
 
 
-@TokenEmbedding.check("the gradient reaches the table, scaled by sqrt(d_model)")
+@TokenEmbedding.check("the gradient reaches the table, scaled by sqrt(d_model)", states=("embedding(ids) * sqrt(D)",))
 def _(cls):
     m = cls(6, 9)
     load_weight(m, "embedding.weight", randn(6, 9, seed=44))
@@ -292,7 +297,8 @@ def _(cls):
 LearnedPositionalEmbedding = Exercise("LearnedPositionalEmbedding", points=2)
 
 
-@LearnedPositionalEmbedding.check("`embedding.weight` is a trainable parameter of shape (max_len, D)")
+@LearnedPositionalEmbedding.check("`embedding.weight` is a trainable parameter of shape (max_len, D)",
+                                  states=("embedding: an nn.Embedding(max_len, D)",))
 def _(cls):
     m = cls(10, 6)
     params = dict(m.named_parameters())

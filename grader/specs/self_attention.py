@@ -38,7 +38,8 @@ def _(fn):
         assert_tensor(fn(x, dim=dim), F.softmax(x, dim=dim), what=f"softmax(x, dim={dim})")
 
 
-@softmax.check("inputs around 1e4 give finite, correct probabilities (subtract the max first)")
+@softmax.check("inputs around 1e4 give finite, correct probabilities (subtract the max first)",
+               states=("finite for inputs around 1e4",))
 def _(fn):
     x = 1e4 + 5 * randn(4, 6, seed=203)
     x[1] = torch.tensor([1e4, -1e4, 0.0, 9999.0, -5000.0, 1e4])
@@ -50,7 +51,7 @@ def _(fn):
     assert_tensor(out, F.softmax(x, dim=-1), atol=1e-5, rtol=1e-3)
 
 
-@softmax.check("-inf entries get probability exactly 0, the others still sum to 1")
+@softmax.check("-inf entries get probability exactly 0, the others still sum to 1", states=("-inf (they get probability 0)",))
 def _(fn):
     x = randn(3, 5, seed=204)
     x[0, 1] = x[1, 0] = x[1, 4] = x[2, 2] = float("-inf")
@@ -60,13 +61,13 @@ def _(fn):
         raise AssertionError("a -inf input should give probability exactly 0")
 
 
-@softmax.check("float64 input stays float64 and matches to 1e-12")
+@softmax.check("float64 input stays float64 and matches to 1e-12", states=("same shape and dtype",))
 def _(fn):
     x = 4 * randn(2, 7, seed=205).double()
     assert_tensor(fn(x, dim=1), F.softmax(x, dim=1), atol=1e-12, rtol=1e-10)
 
 
-@softmax.check("does not modify its input in place")
+@softmax.check("does not modify its input in place", states=("do not modify `x` in place",))
 def _(fn):
     x = 10 * randn(3, 6, seed=206)
     before = x.clone()
@@ -125,7 +126,8 @@ def _(fn):
     assert_tensor(out, w @ v, what="output")
 
 
-@scaled_dot_product_attention.check("a (T, S) mask: masked keys get weight exactly 0, the rest renormalised")
+@scaled_dot_product_attention.check("a (T, S) mask: masked keys get weight exactly 0, the rest renormalised",
+                                    states=("weight exactly 0", "before the softmax"))
 def _(fn):
     q, k, v = randn(2, 4, 3, seed=217), randn(2, 5, 3, seed=218), randn(2, 5, 2, seed=219)
     mask = torch.tensor([[1, 1, 0, 1, 0], [1, 0, 0, 0, 0], [0, 1, 1, 1, 1], [1, 1, 1, 0, 1]], dtype=torch.bool)
@@ -169,12 +171,23 @@ def _(fn):
         assert_tensor(a.grad, b.grad, atol=1e-5, what=f"the gradient of {name}")
 
 
-@scaled_dot_product_attention.check("ValueError for mismatched Dk, mismatched S, or a mask that is not bool")
+@scaled_dot_product_attention.check("ValueError for mismatched Dk, mismatched S, or a mask that is not bool",
+                                    states=("not a bool tensor",))
 def _(fn):
     q, k, v = randn(3, 4, seed=230), randn(5, 4, seed=231), randn(5, 2, seed=232)
     assert_raises_value_error(fn, q, randn(5, 3, seed=233), v)
     assert_raises_value_error(fn, q, k, randn(4, 2, seed=234))
     assert_raises_value_error(fn, q, k, v, torch.ones(3, 5))
+
+
+@scaled_dot_product_attention.check("ValueError for a mask that does not broadcast to the scores: a (B, 1, 1, S) "
+                                    "mask with 3-d inputs would add an axis to the output",
+                                    states=("does not broadcast to the scores",))
+def _(fn):
+    q, k, v = randn(2, 3, 4, seed=235), randn(2, 5, 4, seed=236), randn(2, 5, 2, seed=237)
+    padding = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    assert_raises_value_error(fn, q, k, v, padding.view(2, 1, 1, 5))
+    check_attention(fn(q, k, v, padding.view(2, 1, 5)), q, k, v, padding.view(2, 1, 5))
 
 
 # ---------------------------------------------------------------- SelfAttention
@@ -219,7 +232,8 @@ def linear_shape(module, name, out_features, in_features, bias):
         raise AssertionError(f"{name} should {'have' if bias else 'not have'} a bias (bias={bias})")
 
 
-@SelfAttention.check("W_q, W_k (D -> d_k) and W_v (D -> d_v) are nn.Linear without bias by default")
+@SelfAttention.check("W_q, W_k (D -> d_k) and W_v (D -> d_v) are nn.Linear without bias by default",
+                     states=("W_q, W_k, W_v: nn.Linear", "W_q, W_k: D -> d_k", "W_v: D -> d_v"))
 def _(cls):
     module = cls(6, 4, 3)
     if not isinstance(module, nn.Module):
@@ -287,7 +301,7 @@ def _(cls):
         assert_tensor(grad, ref[name].grad, atol=1e-5, what=f"the gradient of {name}.weight")
 
 
-@SelfAttention.check("x whose last size is not d_model raises ValueError")
+@SelfAttention.check("x whose last size is not d_model raises ValueError", states=("not (B, T, d_model)",))
 def _(cls):
     module = cls(6, 4, 3)
     assert_raises_value_error(module, randn(2, 5, 7, seed=256))

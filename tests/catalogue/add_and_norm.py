@@ -247,6 +247,44 @@ class AddNorm(nn.Module):
         x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask)[0]))
         return self.norm2(x + self.dropout2(self.ffn(x)))
 '''),
+    Variant("EncoderLayer", "dropout1 and dropout2 created but never applied", _LAYER_INIT + '''
+    def forward(self, x, mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.self_attn(h, h, h, mask)[0]
+            return x + self.ffn(self.norm2(x))
+        x = self.norm1(x + self.self_attn(x, x, x, mask)[0])
+        return self.norm2(x + self.ffn(x))
+'''),
+    Variant("EncoderLayer", "dropout not passed on to self_attn and ffn", _LAYER_INIT.replace(
+        "MultiHeadAttention(d_model, num_heads, dropout)", "MultiHeadAttention(d_model, num_heads)").replace(
+        "PositionwiseFeedForward(d_model, d_ff, dropout)", "PositionwiseFeedForward(d_model, d_ff)") + '''
+    def forward(self, x, mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout1(self.self_attn(h, h, h, mask)[0])
+            return x + self.dropout2(self.ffn(self.norm2(x)))
+        x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask)[0]))
+        return self.norm2(x + self.dropout2(self.ffn(x)))
+'''),
+    Variant("EncoderLayer", "Post-LN drops out the residual sum, not the sublayer output", _LAYER_INIT + '''
+    def forward(self, x, mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout1(self.self_attn(h, h, h, mask)[0])
+            return x + self.dropout2(self.ffn(self.norm2(x)))
+        x = self.norm1(self.dropout1(x + self.self_attn(x, x, x, mask)[0]))
+        return self.norm2(self.dropout2(x + self.ffn(x)))
+'''),
+    Variant("EncoderLayer", "Pre-LN forgets dropout2 on the feed-forward output", _LAYER_INIT + '''
+    def forward(self, x, mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout1(self.self_attn(h, h, h, mask)[0])
+            return x + self.ffn(self.norm2(x))
+        x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask)[0]))
+        return self.norm2(x + self.dropout2(self.ffn(x)))
+'''),
     Variant("EncoderLayer", "wraps nn.TransformerEncoderLayer", '''
 class EncoderLayer(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):
@@ -428,6 +466,15 @@ class AddNorm(nn.Module):
             x = self.norm1(x + self._sa_block(x, mask))
             x = self.norm2(x + self._ff_block(x))
         return x
+'''),
+    Variant("EncoderLayer", "one dropout module called for both sublayers (dropout2 kept unused)", _LAYER_INIT + '''
+    def forward(self, x, mask=None):
+        if self.norm_first:
+            h = self.norm1(x)
+            x = x + self.dropout1(self.self_attn(h, h, h, mask)[0])
+            return x + self.dropout1(self.ffn(self.norm2(x)))
+        x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask)[0]))
+        return self.norm2(x + self.dropout1(self.ffn(x)))
 '''),
     Variant("Encoder", "layers from a list, final norm None for Post-LN", '''
 class Encoder(nn.Module):

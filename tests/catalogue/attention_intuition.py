@@ -113,6 +113,74 @@ def scaled_dot_product_score(q, k):
         raise ValueError("feature sizes differ")
     return q @ k.transpose(-2, -1)
 """),
+    # --- GeneralScore -----------------------------------------------------------------------
+    Variant("GeneralScore", "W stored transposed, (key_dim, query_dim)", """
+class GeneralScore(nn.Module):
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(key_dim, query_dim) / math.sqrt(query_dim * key_dim))
+
+    def forward(self, q, k):
+        if q.shape[-1] != self.W.shape[1] or k.shape[-1] != self.W.shape[0]:
+            raise ValueError("wrong feature size")
+        return q @ self.W.T @ k.transpose(-2, -1)
+"""),
+    Variant("GeneralScore", "a bias added to every score", """
+class GeneralScore(nn.Module):
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(query_dim, key_dim) / math.sqrt(query_dim * key_dim))
+        self.b = nn.Parameter(torch.zeros(1))
+
+    def forward(self, q, k):
+        if q.shape[-1] != self.W.shape[0] or k.shape[-1] != self.W.shape[1]:
+            raise ValueError("wrong feature size")
+        return q @ self.W @ k.transpose(-2, -1) + self.b
+"""),
+    Variant("GeneralScore", "W applied to k on the wrong side: q (k W)^T", """
+class GeneralScore(nn.Module):
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(query_dim, key_dim) / math.sqrt(query_dim * key_dim))
+
+    def forward(self, q, k):
+        if q.shape[-1] != self.W.shape[0] or k.shape[-1] != self.W.shape[1]:
+            raise ValueError("wrong feature size")
+        return q @ (k @ self.W).transpose(-2, -1)
+"""),
+    Variant("GeneralScore", "scaled by sqrt(d) like the Transformer's dot product", """
+class GeneralScore(nn.Module):
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(query_dim, key_dim) / math.sqrt(query_dim * key_dim))
+
+    def forward(self, q, k):
+        if q.shape[-1] != self.W.shape[0] or k.shape[-1] != self.W.shape[1]:
+            raise ValueError("wrong feature size")
+        return q @ self.W @ k.transpose(-2, -1) / math.sqrt(k.shape[-1])
+"""),
+    Variant("GeneralScore", "W as an nn.Linear(key_dim, query_dim) with its default bias", """
+class GeneralScore(nn.Module):
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.W = nn.Linear(key_dim, query_dim)
+
+    def forward(self, q, k):
+        if q.shape[-1] != self.W.out_features or k.shape[-1] != self.W.in_features:
+            raise ValueError("wrong feature size")
+        return q @ self.W(k).transpose(-2, -1)
+"""),
+    Variant("GeneralScore", "k.T breaks batched inputs", """
+class GeneralScore(nn.Module):
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(query_dim, key_dim) / math.sqrt(query_dim * key_dim))
+
+    def forward(self, q, k):
+        if q.shape[-1] != self.W.shape[0] or k.shape[-1] != self.W.shape[1]:
+            raise ValueError("wrong feature size")
+        return q @ self.W @ k.T
+"""),
     # --- AdditiveScore ----------------------------------------------------------------------
     Variant("AdditiveScore", "linear layers with bias", """
 class AdditiveScore(nn.Module):
@@ -248,6 +316,33 @@ def dot_product_score(q, k):
     Variant("scaled_dot_product_score", "reuses dot_product_score, scales q first", """
 def scaled_dot_product_score(q, k):
     return dot_product_score(q / q.shape[-1] ** 0.5, k)
+"""),
+    Variant("GeneralScore", "einsum with the weight in the middle, checks in one line", """
+class GeneralScore(nn.Module):
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.query_dim, self.key_dim = query_dim, key_dim
+        self.W = nn.Parameter(torch.empty(query_dim, key_dim))
+        nn.init.xavier_uniform_(self.W)
+
+    def forward(self, q, k):
+        if (q.shape[-1], k.shape[-1]) != (self.query_dim, self.key_dim):
+            raise ValueError(f"expected ({self.query_dim}, {self.key_dim}) features, got {q.shape[-1]}, {k.shape[-1]}")
+        return torch.einsum("...tq,qk,...sk->...ts", q, self.W, k)
+"""),
+    Variant("GeneralScore", "keys mapped into query space first: q (W k)", """
+class GeneralScore(nn.Module):
+    def __init__(self, query_dim, key_dim):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(query_dim, key_dim) * 0.1)
+
+    def forward(self, q, k):
+        if q.size(-1) != self.W.size(0):
+            raise ValueError("q has the wrong feature size")
+        if k.size(-1) != self.W.size(1):
+            raise ValueError("k has the wrong feature size")
+        keys_in_query_space = k @ self.W.T  # (..., S, query_dim)
+        return q @ keys_in_query_space.mT
 """),
     Variant("AdditiveScore", "explicit broadcasting with expand and a matmul with v.weight", """
 class AdditiveScore(nn.Module):

@@ -44,6 +44,16 @@ _ENCODE = '''
         return self.encoder(self.positions(self.embedding(src)), padding_mask(src, self.pad_id))
 '''
 
+_DECODE = '''
+    def decode(self, tgt, memory, src):
+        self._check(tgt, src)
+        tgt_mask = causal_mask(tgt.shape[1], tgt.device) & padding_mask(tgt, self.pad_id)
+        x = self.positions(self.embedding(tgt))
+        for layer in self.decoder:
+            x = layer(x, memory, tgt_mask, padding_mask(src, self.pad_id))
+        return x @ self.embedding.embedding.weight.T
+'''
+
 _GREEDY_HEAD = '''
 def greedy_decode(model, src, max_len, start_id, end_id):
     if src.dim() != 2:
@@ -153,7 +163,45 @@ def padding_mask(token_ids, pad_id):
         x = self.norm2(x + self.dropout2(a.W_o(context.transpose(1, 2).reshape(B, T, D))))
         return self.norm3(x + self.dropout3(self.ffn(x)))
 '''),
+    Variant("DecoderLayer", "dropout1..dropout3 created but never applied", _DECODER_INIT + '''
+        x = self.norm1(x + self.self_attn(x, x, x, tgt_mask)[0])
+        context, weights = self.cross_attn(x, memory, memory, memory_mask)
+        self.cross_weights = weights.detach()
+        x = self.norm2(x + context)
+        return self.norm3(x + self.ffn(x))
+'''),
+    Variant("DecoderLayer", "dropout not passed on to the attentions and the feed-forward block", _DECODER_INIT.replace(
+        "MultiHeadAttention(d_model, num_heads, dropout)", "MultiHeadAttention(d_model, num_heads)").replace(
+        "PositionwiseFeedForward(d_model, d_ff, dropout)", "PositionwiseFeedForward(d_model, d_ff)") + '''
+        x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, tgt_mask)[0]))
+        context, weights = self.cross_attn(x, memory, memory, memory_mask)
+        self.cross_weights = weights.detach()
+        x = self.norm2(x + self.dropout2(context))
+        return self.norm3(x + self.dropout3(self.ffn(x)))
+'''),
+    Variant("DecoderLayer", "dropout on the residual sums instead of the sublayer outputs", _DECODER_INIT + '''
+        x = self.norm1(self.dropout1(x + self.self_attn(x, x, x, tgt_mask)[0]))
+        context, weights = self.cross_attn(x, memory, memory, memory_mask)
+        self.cross_weights = weights.detach()
+        x = self.norm2(self.dropout2(x + context))
+        return self.norm3(self.dropout3(x + self.ffn(x)))
+'''),
     # ---------------------------------------------------------------- Transformer
+    Variant("Transformer", "table left at nn.Embedding's default N(0, 1) start", _TRANSFORMER_INIT.replace(
+        "        nn.init.normal_(self.embedding.embedding.weight, std=d_model ** -0.5)\n", "") + _ENCODE + _DECODE),
+    Variant("Transformer", "table started with Xavier (std sqrt(2 / (V + D))) instead of N(0, 1/D)",
+            _TRANSFORMER_INIT.replace("nn.init.normal_(self.embedding.embedding.weight, std=d_model ** -0.5)",
+                                      "nn.init.xavier_normal_(self.embedding.embedding.weight)") + _ENCODE + _DECODE),
+    Variant("Transformer", "dropout not passed to the positions and the encoder", _TRANSFORMER_INIT.replace(
+        "PositionalEncoding(d_model, max_len, dropout)", "PositionalEncoding(d_model, max_len)").replace(
+        "Encoder(num_layers, d_model, num_heads, d_ff, dropout)", "Encoder(num_layers, d_model, num_heads, d_ff)")
+        + _ENCODE + _DECODE),
+    Variant("Transformer", "dropout on the embeddings with F.dropout, also in eval mode", _TRANSFORMER_INIT + '''
+    def encode(self, src):
+        self._check(src, src)
+        x = self.positions(F.dropout(self.embedding(src), self.positions.dropout.p))
+        return self.encoder(x, padding_mask(src, self.pad_id))
+''' + _DECODE),
     Variant("Transformer", "separate output nn.Linear instead of tied weights", _TRANSFORMER_INIT.replace(
         "        self.decoder = nn.ModuleList(",
         "        self.output = nn.Linear(d_model, vocab_size, bias=False)\n        self.decoder = nn.ModuleList(")
@@ -250,6 +298,16 @@ def padding_mask(token_ids, pad_id):
             nxt = model.decode(out, memory, src)[:, -1].argmax(-1)
             out = torch.cat([out, nxt[:, None]], dim=1)
             done |= nxt == end_id
+    return out
+'''),
+    Variant("greedy_decode", "no torch.no_grad: gradients tracked at every step", _GREEDY_HEAD + '''
+    memory = model.encode(src)
+    out = torch.full((src.shape[0], 1), start_id, dtype=torch.long)
+    done = torch.zeros(src.shape[0], dtype=torch.bool)
+    while out.shape[1] < max_len and not done.all():
+        nxt = model.decode(out, memory, src)[:, -1].argmax(-1).masked_fill(done, end_id)
+        out = torch.cat([out, nxt[:, None]], dim=1)
+        done |= nxt == end_id
     return out
 '''),
     Variant("greedy_decode", "re-encodes the source at every step", _GREEDY_HEAD + '''
@@ -393,6 +451,21 @@ def padding_mask(token_ids, pad_id):
             columns.append(token)
             finished = finished | token.eq(end_id)
         return torch.stack(columns, dim=1)
+'''),
+    Variant("greedy_decode", "puts the model in eval mode itself, torch.inference_mode", _GREEDY_HEAD + '''
+    model.eval()
+    with torch.inference_mode():
+        memory = model.encode(src)
+        out = torch.full((src.shape[0], 1), start_id, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+        for _ in range(max_len - 1):
+            if finished.all():
+                break
+            logits = model.decode(out, memory, src)
+            nxt = torch.where(finished, torch.full_like(finished, end_id, dtype=torch.long), logits[:, -1].argmax(-1))
+            out = torch.cat([out, nxt.unsqueeze(1)], dim=1)
+            finished = finished | (nxt == end_id)
+    return out.clone()
 '''),
     Variant("label_smoothing_distribution", "one_hot blend", '''
 def label_smoothing_distribution(targets, num_classes, smoothing):

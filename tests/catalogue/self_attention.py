@@ -121,6 +121,14 @@ def softmax(x, dim=-1):
     w = softmax(scores, dim=-1)
     return w @ v, w
 ''')),
+    Variant("scaled_dot_product_attention", "accepts a (B, 1, 1, S) mask with 3-d inputs (the output gains an axis)",
+            _sdpa('''\
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = softmax(scores, dim=-1)
+    return w @ v, w
+''')),
     Variant("scaled_dot_product_attention", "no argument checks", '''\
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -198,6 +206,12 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         raise ValueError("the mask must be boolean")
     scores = torch.matmul(q, k.transpose(-1, -2)) * q.size(-1) ** -0.5
     if mask is not None:
+        try:
+            fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(f"a mask of shape {tuple(mask.shape)} does not fit scores {tuple(scores.shape)}")
         scores = torch.where(mask, scores, torch.finfo(scores.dtype).min)
     weights = softmax(scores)
     return torch.matmul(weights, v), weights
@@ -206,8 +220,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 def scaled_dot_product_attention(q, k, v, mask=None):
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"incompatible shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    if mask is not None and mask.dtype != torch.bool:
-        raise ValueError("mask must be bool")
+    if mask is not None and (mask.dtype != torch.bool or mask.dim() > q.dim()):
+        raise ValueError("mask must be bool, with no more axes than q")
     q = q / math.sqrt(q.shape[-1])
     scores = torch.einsum("...td,...sd->...ts", q, k)
     if mask is not None:
