@@ -137,7 +137,8 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
         kv head 1, ... (heads 0, 0, 1, 1 for Hkv = 2, n_rep = 2; NOT 0, 1, 0, 1).
     Raises:
         ValueError if x is not 4-dimensional or n_rep < 1.
-    Do not call repeat_interleave (the hidden tests compare with it): expand and reshape, or index.
+    Do not modify x, and do not call repeat_interleave (the hidden tests compare with it): expand and
+    reshape, or index.
     """
     ### BEGIN SOLUTION
     if x.dim() != 4:
