@@ -13,6 +13,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from course.toolkit.decoder_masking import show_mask  # noqa: F401 - the mask plot of chapter 06, reused
+
 # ---------------------------------------------------------------- a language model around any blocks
 
 
@@ -242,20 +244,6 @@ def plot_heatmap(values: torch.Tensor, title: str, xlabel: str, ylabel: str, ax=
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    return ax
-
-
-def show_mask(mask: torch.Tensor, title: str, ax=None):
-    """A boolean (T, S) mask: dark = may attend."""
-    mask = mask.detach().cpu().bool()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(3, 3))
-    ax.imshow(mask.float(), cmap="Blues", vmin=-0.25, vmax=1.0, interpolation="nearest")
-    ax.set_title(title, fontsize=9)
-    ax.set_xlabel("key s")
-    ax.set_ylabel("query t")
-    ax.set_xticks([])
-    ax.set_yticks([])
     return ax
 
 
