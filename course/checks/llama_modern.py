@@ -1,0 +1,342 @@
+"""Public checks for chapter 09 (RMSNorm, RoPE, SwiGLU, grouped-query attention, the LLaMA block, the KV
+cache, sliding windows, mixture of experts). The expected numbers at the end of this file were computed
+once from the fixed inputs below; so were the outputs that the usual mistakes produce on the same
+inputs, which is how a failing check names the mistake. Weights are set by a fixed formula.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from course.checks import avoid_library_call, close, diagnose, expect_tensor, expect_value_error, fail, passed
+from course.checks.decoder_masking import _set_params as set_params
+
+T = torch.tensor
+
+# ---------------------------------------------------------------- fixed inputs
+# Row 0 has a non-zero mean; row 1 is tiny (mean square 1e-6, as large as eps).
+NORM_X = T([[1.0, 2.0, 3.0, 4.0], [1e-3, -1e-3, 1e-3, -1e-3]])
+ROPE_X = T([[[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]]])  # (1, 1, 2, 4): positions 0 and 1
+ROPE_ANGLES = T([[0.0, 0.0, 0.0, 0.0], [0.5, 0.25, 0.5, 0.25], [1.0, 0.5, 1.0, 0.5]])  # rotate-half layout
+SEQ = torch.cos(0.7 * torch.arange(3 * 16, dtype=torch.float32) + 0.3).view(1, 3, 16)  # (1, T=3, D=16)
+MOE_X = torch.sin(0.9 * torch.arange(2 * 3 * 8, dtype=torch.float32) + 0.2).view(2, 3, 8)  # (B=2, T=3, D=8)
+LB_LOGITS = T([[2.0, 0.0, 0.0], [1.0, 0.5, 0.0], [0.0, 3.0, 1.0], [0.0, 0.0, 1.0], [0.5, 0.0, 2.0]])
+
+
+def _moe_params(moe) -> None:
+    set_params(moe)
+    with torch.no_grad():  # a sharper router, so no choice is a near tie
+        moe.router.weight.mul_(4.0)
+
+
+def _names(module) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in module.named_parameters()}
+
+
+def _expect_parameters(module, want: dict[str, tuple[int, ...]], what: str) -> None:
+    have = _names(module)
+    if set(have) != set(want):
+        fail(f"{what} should have exactly the parameters {sorted(want)}; found {sorted(have)}. "
+             "Use the attribute names of the docstring, and no biases (bias=False)")
+    wrong = {k: have[k] for k in want if have[k] != want[k]}
+    if wrong:
+        fail(f"{what}: wrong shapes {wrong}; expected {({k: want[k] for k in wrong})}")
+
+
+# ---------------------------------------------------------------- RMSNorm
+
+def check_RMSNorm(cls) -> None:
+    avoid_library_call(cls, ("RMSNorm", "rms_norm"),
+                       "write RMSNorm from x, its mean square and eps; the grader gives zero to a solution that "
+                       "calls nn.RMSNorm or F.rms_norm")
+    norm = cls(4)
+    _expect_parameters(norm, {"weight": (4,)}, "RMSNorm(4)")
+    if not torch.equal(norm.weight.detach(), torch.ones(4)):
+        fail("the weight should start as ones (like LayerNorm's)")
+    with torch.no_grad():
+        norm.weight.copy_(T([1.0, 0.5, -1.0, 2.0]))
+    diagnose(norm(NORM_X), RMS_OUT, {
+        "you subtracted the mean: RMSNorm only divides by the root mean square, it does not centre x":
+            RMS_CENTRED,
+        "eps must go INSIDE the square root: x / sqrt(mean(x**2) + eps). Outside it, tiny inputs are blown up":
+            RMS_EPS_OUTSIDE,
+        "you used the SUM of squares; RMSNorm uses their MEAN (divide by D)": RMS_SUM,
+        "the weight is missing: multiply by self.weight": RMS_NO_WEIGHT,
+    }, "RMSNorm(4) with weight [1, 0.5, -1, 2] on two rows (row 1 is tiny)")
+    expect_value_error(norm, torch.ones(2, 5), what="an input whose last size is not d_model")
+    passed("RMSNorm")
+
+
+# ---------------------------------------------------------------- rope_frequencies
+
+def check_rope_frequencies(fn) -> None:
+    out = fn(4, 3, base=100.0)
+    if not isinstance(out, tuple) or len(out) != 2:
+        fail(f"rope_frequencies should return a tuple (cos, sin), got {type(out).__name__}")
+    cos, sin = out
+    expect_tensor(cos, (3, 4), "cos from rope_frequencies(4, 3, base=100)")
+    expect_tensor(sin, (3, 4), "sin")
+    diagnose(cos, torch.cos(ROPE_ANGLES_100), {
+        "this is the interleaved layout (each angle twice in a row: pairs 2i, 2i+1). The course uses rotate "
+        "half: dimension i pairs with i + Dh/2, so repeat the Dh/2 angles as [angles, angles] (torch.cat)":
+            torch.cos(ROPE_INTERLEAVED_100),
+        "the exponent is per PAIR: frequency i is base**(-2i/Dh) for i = 0 .. Dh/2 - 1 (you used i/Dh)":
+            torch.cos(ROPE_PER_COLUMN_100),
+        "cos and sin are swapped: return (cos, sin)": torch.sin(ROPE_ANGLES_100),
+        "positions start at 0 (row 0 is the unrotated position): use arange(max_len)":
+            torch.cos(ROPE_ANGLES_100 + ROPE_ANGLES_100[1:2]),
+    }, "cos of rope_frequencies(4, 3, base=100)", atol=1e-5)
+    diagnose(sin, torch.sin(ROPE_ANGLES_100), {}, "sin of rope_frequencies(4, 3, base=100)", atol=1e-5)
+    if not close(fn(8, 2)[0][1, 1], math.cos(10000 ** -0.25), atol=1e-5):
+        fail("with the default base 10000 and head_dim 8, cos[1, 1] should be cos(10000**(-2/8))")
+    expect_value_error(fn, 5, 3, what="an odd head_dim")
+    passed("rope_frequencies")
+
+
+# ---------------------------------------------------------------- apply_rope
+
+def check_apply_rope(fn) -> None:
+    cos, sin = ROPE_ANGLES.cos(), ROPE_ANGLES.sin()
+    x = ROPE_X.clone()
+    out = fn(x, cos, sin)
+    if not torch.equal(x, ROPE_X):
+        fail("apply_rope changed x in place; build a new tensor (x * c + rotated * s)")
+    expect_tensor(out, (1, 1, 2, 4), "apply_rope(x (1, 1, 2, 4), cos, sin)")
+    diagnose(out, APPLY_OUT, {
+        "you rotated the interleaved pairs (x[2i], x[2i+1]); the course pairs dimension i with i + Dh/2 "
+        "(rotate half): out = x * c + cat(-x2, x1) * s": APPLY_INTERLEAVED,
+        "the sign is on the wrong half: rotate_half(x) is cat(-x2, x1), not cat(x2, -x1)": APPLY_WRONG_SIGN,
+    }, "apply_rope(x, cos, sin) for positions 0 and 1", atol=1e-5)
+    shifted = fn(ROPE_X.clone(), cos, sin, offset=1)
+    diagnose(shifted, APPLY_OFFSET, {
+        "offset is ignored: row t sits at position offset + t, so use the rows offset .. offset + T - 1 of "
+        "cos and sin": APPLY_OUT,
+    }, "apply_rope(x, cos, sin, offset=1)", atol=1e-5)
+    expect_value_error(fn, ROPE_X.clone(), cos, sin, offset=2, what="positions 2 and 3 with a table of 3 positions")
+    passed("apply_rope")
+
+
+# ---------------------------------------------------------------- SwiGLUFeedForward
+
+def check_SwiGLUFeedForward(cls) -> None:
+    ffn = cls(16, 6)
+    _expect_parameters(ffn, {"w_gate.weight": (6, 16), "w_up.weight": (6, 16), "w_down.weight": (16, 6)},
+                       "SwiGLUFeedForward(16, 6)")
+    set_params(ffn)
+    out = ffn(SEQ)
+    expect_tensor(out, (1, 3, 16), "SwiGLUFeedForward(16, 6)(x (1, 3, 16))")
+    diagnose(out[0, :, :4], SWIGLU_OUT, {
+        "SiLU belongs on the GATE branch: w_down(silu(w_gate(x)) * w_up(x))": SWIGLU_UP,
+        "apply SiLU to w_gate(x) before multiplying by w_up(x), not to the product": SWIGLU_AFTER,
+    }, "the first 4 output features, with fixed weights")
+    passed("SwiGLUFeedForward")
+
+
+# ---------------------------------------------------------------- repeat_kv
+
+def check_repeat_kv(fn) -> None:
+    avoid_library_call(fn, ("repeat_interleave",),
+                       "the grader gives zero to a repeat_kv that calls repeat_interleave: add an axis after the kv "
+                       "heads, expand it, and reshape (or index with arange(H) // n_rep)")
+    x = T([10.0, 20.0]).view(1, 2, 1, 1)
+    out = fn(x, 3)
+    expect_tensor(out, (1, 6, 1, 1), "repeat_kv(x (1, 2, 1, 1), 3)")
+    heads = out.flatten().tolist()
+    if heads == [10.0, 20.0, 10.0, 20.0, 10.0, 20.0]:
+        fail("the kv heads are tiled (10, 20, 10, 20, ...), which is what .repeat does. Query heads 0..n_rep-1 "
+             "share kv head 0, so each kv head must be repeated IN PLACE: 10, 10, 10, 20, 20, 20")
+    if heads != [10.0, 10.0, 10.0, 20.0, 20.0, 20.0]:
+        fail(f"repeat_kv([10, 20], 3) should give heads [10, 10, 10, 20, 20, 20]; got {heads}")
+    expect_value_error(fn, x, 0, what="n_rep = 0")
+    passed("repeat_kv")
+
+
+# ---------------------------------------------------------------- GroupedQueryAttention
+
+def _causal_probe(module, what: str) -> None:
+    changed = SEQ.clone()
+    changed[:, 2] = 5.0
+    if not close(module(changed)[:, :2], module(SEQ)[:, :2], atol=1e-5):
+        fail(f"{what}: changing token 2 changed the outputs at positions 0 and 1. Attention must be causal: "
+             "pass causal_mask(T) to scaled_dot_product_attention")
+
+
+def check_GroupedQueryAttention(cls) -> None:
+    avoid_library_call(cls, ("MultiheadAttention", "multi_head_attention_forward", "scaled_dot_product_attention"),
+                       "build the attention from your pieces; the grader gives zero to a solution that calls "
+                       "nn.MultiheadAttention or F.scaled_dot_product_attention")
+    attn = cls(16, 4, 2, 8)
+    _expect_parameters(attn, {"W_q.weight": (16, 16), "W_k.weight": (8, 16), "W_v.weight": (8, 16),
+                              "W_o.weight": (16, 16)}, "GroupedQueryAttention(16, 4, 2, 8)")
+    set_params(attn)
+    with torch.no_grad():
+        out = attn(SEQ)
+        expect_tensor(out, (1, 3, 16), "GroupedQueryAttention(16, 4, 2, 8)(x (1, 3, 16))")
+        _causal_probe(attn, "GroupedQueryAttention")
+        diagnose(out[0, :, :4], GQA_OUT, {
+            "the kv heads are tiled (query head j uses kv head j % Hkv): use repeat_kv, which repeats each kv head "
+            "in place, so query heads 0 and 1 share kv head 0": GQA_TILED,
+            "RoPE is applied to v too; rotate only q and k (positions only decide WHERE to look)": GQA_ROPE_V,
+            "no RoPE at all: rotate q and k with apply_rope(q, self.cos, self.sin)": GQA_NO_ROPE,
+            "only q is rotated: rotate k as well, or q.k no longer depends on the distance between them":
+                GQA_ROPE_Q_ONLY,
+        }, "the first 4 output features, with fixed weights")
+    expect_value_error(cls, 16, 4, 3, 8, what="num_heads=4 with num_kv_heads=3")
+    passed("GroupedQueryAttention")
+
+
+# ---------------------------------------------------------------- LlamaBlock
+
+def check_LlamaBlock(cls) -> None:
+    block = cls(16, 4, 2, 24, 8)
+    want = {"attn_norm.weight": (16,), "ffn_norm.weight": (16,), "attn.W_q.weight": (16, 16),
+            "attn.W_k.weight": (8, 16), "attn.W_v.weight": (8, 16), "attn.W_o.weight": (16, 16),
+            "ffn.w_gate.weight": (24, 16), "ffn.w_up.weight": (24, 16), "ffn.w_down.weight": (16, 24)}
+    _expect_parameters(block, want, "LlamaBlock(16, 4, 2, 24, 8)")
+    set_params(block)
+    with torch.no_grad():
+        out = block(SEQ)
+        expect_tensor(out, (1, 3, 16), "LlamaBlock(...)(x (1, 3, 16))")
+        _causal_probe(block, "LlamaBlock")
+        diagnose(out[0, :, :4], BLOCK_OUT, {
+            "this is the 2017 (Post-LN) order, norm(x + sublayer(x)). LLaMA normalises BEFORE each sublayer and "
+            "leaves the residual stream alone: x + attn(attn_norm(x)), then x + ffn(ffn_norm(x))": BLOCK_POST,
+            "attention and feed-forward both read the block's input; the feed-forward block reads x AFTER the "
+            "attention residual: x = x + attn(attn_norm(x)); x = x + ffn(ffn_norm(x))": BLOCK_PARALLEL,
+            "a residual connection is missing around the feed-forward block: x + ffn(ffn_norm(x))": BLOCK_NO_FFN_RES,
+        }, "the first 4 output features, with fixed weights")
+    passed("LlamaBlock")
+
+
+# ---------------------------------------------------------------- kv_cache_bytes
+
+def check_kv_cache_bytes(fn) -> None:
+    out = fn(32, 32, 128, 4096, 1, 2)
+    if out == 2 ** 30:
+        fail("that is 1 GiB, the keys alone: a cache holds keys AND values, so multiply by 2")
+    if type(out) is not int:
+        fail(f"return a Python int (a count of bytes), got {type(out).__name__} {out!r}")
+    if out != 2 * 2 ** 30:
+        fail(f"LLaMA-2-7B (32 layers, 32 kv heads of 128 dims) at 4096 fp16 tokens needs 2 GiB = {2 * 2 ** 30:,} "
+             f"bytes; got {out:,}")
+    if fn(32, 8, 128, 4096, 3, 2) != 3 * 2 ** 29:
+        fail("the batch size multiplies the cache: every sequence keeps its own keys and values")
+    expect_value_error(fn, 32, 0, 128, 4096, 1, 2, what="num_kv_heads = 0")
+    passed("kv_cache_bytes")
+
+
+# ---------------------------------------------------------------- sliding_window_mask
+
+def check_sliding_window_mask(fn) -> None:
+    m = fn(5, 2)
+    expect_tensor(m, (5, 5), "sliding_window_mask(5, 2)")
+    if m.dtype != torch.bool:
+        fail(f"the mask should be bool (True = may attend), got {m.dtype}")
+    t = torch.arange(5)
+    d = t[:, None] - t[None, :]
+    if torch.equal(m, (d >= 0) & (d <= 2)):
+        fail("off by one: each query sees `window` keys ITSELF INCLUDED, so t - s < window, not <= window")
+    if torch.equal(m, d.abs() < 2):
+        fail("the window must be causal: query t sees keys t - window + 1 .. t, never a later key")
+    if torch.equal(m, (d > 0) & (d <= 2)):
+        fail("a query must see itself: 0 <= t - s < window")
+    if not torch.equal(m, (d >= 0) & (d < 2)):
+        fail(f"sliding_window_mask(5, 2) should be True where 0 <= t - s < 2; got {m.int().tolist()}")
+    if not torch.equal(fn(4, 10), torch.ones(4, 4, dtype=torch.bool).tril()):
+        fail("a window at least as long as the sequence gives the ordinary causal mask")
+    expect_value_error(fn, 5, 0, what="window = 0")
+    passed("sliding_window_mask")
+
+
+# ---------------------------------------------------------------- MoEFeedForward
+
+def check_MoEFeedForward(cls) -> None:
+    moe = cls(8, 6, 4, 2)
+    want = {"router.weight": (4, 8)}
+    for e in range(4):
+        want |= {f"experts.{e}.w_gate.weight": (6, 8), f"experts.{e}.w_up.weight": (6, 8),
+                 f"experts.{e}.w_down.weight": (8, 6)}
+    _expect_parameters(moe, want, "MoEFeedForward(8, 6, 4, 2)")
+    _moe_params(moe)
+    with torch.no_grad():
+        result = moe(MOE_X)
+        if not isinstance(result, tuple) or len(result) != 2:
+            fail(f"forward should return (output, router_logits), got {type(result).__name__}")
+        out, logits = result
+        expect_tensor(logits, (6, 4), "router_logits for x (2, 3, 8) and 4 experts (one row per token: B*T rows)")
+        diagnose(logits, MOE_LOGITS, {
+            "return the router's LOGITS (before the softmax), not its probabilities": MOE_LOGITS.softmax(-1),
+        }, "router_logits")
+        expect_tensor(out, (2, 3, 8), "the output for x (2, 3, 8)")
+        diagnose(out[:, :, :3], MOE_OUT, {
+            "the kept probabilities must be renormalised to sum to 1 (divide by their sum)": MOE_NO_RENORM,
+            "renormalise by dividing by the sum of the kept probabilities, not with a second softmax":
+                MOE_SOFTMAX_TWICE,
+            "the experts are chosen per TOKEN (top-k over the experts of each row), not once for the whole batch":
+                MOE_PER_BATCH,
+            "the routing weights come from the softmax over ALL experts (then top-k, then renormalise), not from "
+            "the raw logits": MOE_RAW_LOGITS,
+        }, "the first 3 output features, with fixed weights")
+    expect_value_error(cls, 8, 6, 4, 5, what="top_k = 5 with 4 experts")
+    passed("MoEFeedForward")
+
+
+# ---------------------------------------------------------------- load_balancing_loss
+
+def check_load_balancing_loss(fn) -> None:
+    logits = LB_LOGITS.clone().requires_grad_()
+    out = fn(logits, 1)
+    expect_tensor(out, (), "load_balancing_loss(logits (5, 3), top_k=1)")
+    if not out.requires_grad:
+        fail("the loss carries no gradient: P_e, the mean router probability, must stay differentiable")
+    diagnose(out, LB_TOP1, {
+        "f_e must count TOKENS (the fraction whose top-k includes e), not average probabilities: "
+        "f_e = count_e / N": LB_PROBS_ONLY,
+        "multiply by the number of experts E: the loss is E * sum_e f_e P_e": LB_TOP1 / 3,
+        "P_e is the mean of the softmax PROBABILITIES over the tokens, not of the logits": LB_MEAN_LOGITS,
+    }, "load_balancing_loss(logits, top_k=1) for 5 tokens and 3 experts", atol=1e-5)
+    diagnose(fn(LB_LOGITS, 2), LB_TOP2, {
+        "f_e counts the tokens whose top_k choices include e, so the f_e sum to top_k; do not divide by top_k":
+            LB_TOP2 / 2,
+        "count every one of a token's top_k choices, not only its first": LB_TOP1,
+    }, "load_balancing_loss(logits, top_k=2)", atol=1e-5)
+    expect_value_error(fn, LB_LOGITS, 4, what="top_k = 4 with 3 experts")
+    passed("load_balancing_loss")
+
+
+# --- generated numbers (python this_file's generator: see the chapter's maintainer notes) ---
+RMS_OUT = T([[0.365148, 0.365148, -1.095445, 2.921187], [0.707107, -0.353553, -0.707107, -1.414214]])
+RMS_CENTRED = T([[-1.34164, -0.223607, -0.447213, 2.683281], [0.707107, -0.353553, -0.707107, -1.414214]])
+RMS_EPS_OUTSIDE = T([[0.365148, 0.365148, -1.095445, 2.921186], [0.999001, -0.4995, -0.999001, -1.998002]])
+RMS_SUM = T([[0.182574, 0.182574, -0.547723, 1.460593], [0.447214, -0.223607, -0.447214, -0.894427]])
+RMS_NO_WEIGHT = T([[0.365148, 0.730297, 1.095445, 1.460593], [0.707107, -0.707107, 0.707107, -0.707107]])
+ROPE_ANGLES_100 = T([[0.0, 0.0, 0.0, 0.0], [1.0, 0.1, 1.0, 0.1], [2.0, 0.2, 2.0, 0.2]])
+ROPE_INTERLEAVED_100 = T([[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.1, 0.1], [2.0, 2.0, 0.2, 0.2]])
+ROPE_PER_COLUMN_100 = T([[0.0, 0.0, 0.0, 0.0], [1.0, 0.316228, 1.0, 0.316228], [2.0, 0.632456, 2.0, 0.632456]])
+APPLY_OUT = T([[[[1.0, 2.0, 3.0, 4.0], [1.031934, 3.834243, 8.540205, 9.235723]]]])
+APPLY_OFFSET = T([[[[-0.560694, 0.948209, 3.112173, 4.370458], [-3.188785, 1.430091, 7.989471, 9.897214]]]])
+APPLY_INTERLEAVED = T([[[[1.0, 2.0, 3.0, 4.0], [1.511359, 7.662623, 4.803155, 9.483128]]]])
+APPLY_WRONG_SIGN = T([[[[1.0, 2.0, 3.0, 4.0], [7.743892, 7.792706, 3.74595, 6.266876]]]])
+SWIGLU_OUT = T([[0.016695, 0.024793, -0.046672, 0.031638], [0.023204, 0.042811, -0.074966, 0.047831], [0.071596, 0.047505, -0.129035, 0.108511]])
+SWIGLU_UP = T([[0.017177, 0.026089, -0.048721, 0.03282], [0.023644, 0.042109, -0.074558, 0.04804], [0.070553, 0.045224, -0.125233, 0.106196]])
+SWIGLU_AFTER = T([[0.026523, 0.0267, -0.058806, 0.044403], [0.021195, 0.038853, -0.068172, 0.043574], [0.062543, 0.043796, -0.115497, 0.095852]])
+GQA_OUT = T([[-0.26203, -0.074218, 0.123276, 0.304688], [-0.062539, -0.058307, -0.046469, -0.028569], [0.039984, -0.038884, -0.112679, -0.171774]])
+GQA_TILED = T([[-0.067614, -0.049899, -0.025674, 0.0019], [4.6e-05, -0.000696, -0.001347, -0.001823], [0.008726, 0.004046, -0.001161, -0.006217]])
+GQA_ROPE_V = T([[-0.26203, -0.074218, 0.123276, 0.304688], [-0.026589, 0.000983, 0.028427, 0.052161], [0.053686, 0.053929, 0.047137, 0.034196]])
+GQA_ROPE_Q_ONLY = T([[-0.26203, -0.074218, 0.123276, 0.304688], [-0.066811, -0.063273, -0.05148, -0.032971], [0.032771, -0.055863, -0.13721, -0.200656]])
+GQA_NO_ROPE = T([[-0.26203, -0.074218, 0.123276, 0.304688], [-0.052888, -0.049678, -0.039987, -0.02508], [0.060749, -0.007061, -0.07395, -0.131192]])
+BLOCK_OUT = T([[1.227954, 0.714024, -0.055665, -0.791248], [0.388716, 0.852745, 0.935979, 0.470141], [-0.943368, -0.32966, 0.454107, 0.938677]])
+BLOCK_POST = T([[1.800445, 1.0612, -0.157543, -1.024215], [0.748426, 1.333375, 1.32726, 0.699968], [-1.415854, -0.423895, 0.759439, 1.37533]])
+BLOCK_PARALLEL = T([[1.432118, 0.329645, 0.397644, -1.182248], [0.406823, 0.849181, 0.923969, 0.494248], [-0.975903, -0.275231, 0.393539, 0.987848]])
+BLOCK_NO_FFN_RES = T([[0.005317, -0.005875, 0.004732, -0.002219], [-0.00675, -0.013339, 0.029566, -0.037234], [0.016141, -0.020181, 0.018378, -0.011254]])
+MOE_OUT = T([[[0.127909, -0.217328, 0.134863], [0.086904, -0.07527, 0.004104], [-0.02356, -0.019911, 0.047637]], [[0.090771, 0.015068, -0.10899], [0.010166, 0.118754, -0.153752], [-0.043484, 0.028892, 0.008551]]])
+MOE_LOGITS = T([[1.312117, -1.847193, 2.32172, -2.719705], [1.491916, -1.656233, 1.766328, -1.818031], [0.503099, -0.167948, -0.172625, 0.507704], [-0.879789, 1.451885, -1.976357, 2.435751], [-1.573543, 1.934463, -2.232016, 2.455882], [-1.034746, 0.901783, -0.739344, 0.552329]])
+MOE_NO_RENORM = T([[[0.125886, -0.21389, 0.132729], [0.084022, -0.072773, 0.003968], [-0.015615, -0.013197, 0.031572]], [[0.08768, 0.014555, -0.105278], [0.009997, 0.116776, -0.151191], [-0.036291, 0.024112, 0.007137]]])
+MOE_SOFTMAX_TWICE = T([[[0.076545, -0.195072, 0.159318], [0.082771, -0.073062, 0.005568], [-0.023637, -0.019845, 0.047634]], [[0.072451, 0.02285, -0.100079], [0.002841, 0.120769, -0.148864], [-0.040917, 0.02542, 0.010182]]])
+MOE_PER_BATCH = T([[[0.241245, -0.264579, 0.078654], [0.133916, -0.097545, -0.015976], [0.008661, -0.041454, 0.041461]], [[0.133034, -0.005636, -0.12622], [0.053716, 0.104182, -0.179683], [-0.010166, -0.006987, 0.018614]]])
+MOE_RAW_LOGITS = T([[[0.087757, -0.19993, 0.15398], [0.083849, -0.073638, 0.005186], [-0.023448, -0.020008, 0.047641]], [[0.075243, 0.021664, -0.101437], [0.002507, 0.120861, -0.148641], [-0.045197, 0.031209, 0.007463]]])
+LB_TOP1 = T(1.011713)
+LB_TOP2 = T(2.0054)
+LB_PROBS_ONLY = T(1.001718)
+LB_MEAN_LOGITS = T(2.22)
