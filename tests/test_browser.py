@@ -174,9 +174,9 @@ def test_lab_shows_every_figure_and_nbgrader(lab, chapter):
     served = [i["src"].split("?")[0].split("/files/", 1)[-1] for i in images]
     assert served == [f"{chapter.assignment}/{link}" for link in links]
     # nbgrader's extensions: the Validate button in the notebook's toolbar, the Assignment List.
-    validate = page.js("[...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar *')]"
-                       ".some(e => e.children.length === 0 && e.textContent.trim() === 'Validate')")
-    assert validate, "no nbgrader Validate button on the notebook's toolbar"
+    wait_for(lambda: page.js("[...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar *')]"
+                             ".some(e => e.children.length === 0 && e.textContent.trim() === 'Validate')"),
+             30, "nbgrader's Validate button on the notebook's toolbar")
 
 
 def test_lab_has_the_nbgrader_assignment_list(lab):
@@ -185,8 +185,9 @@ def test_lab_has_the_nbgrader_assignment_list(lab):
     wait_for(lambda: page.js("!!(window.jupyterapp && window.jupyterapp.commands"
                              " && window.jupyterapp.commands.hasCommand('nbgrader:open-assignment-list'))"),
              120, "nbgrader's commands to register")
-    menus = page.js("[...document.querySelectorAll('.lm-MenuBar-itemLabel')].map(m => m.textContent)")
-    assert "Nbgrader" in menus, menus
+    menus = "[...document.querySelectorAll('.lm-MenuBar-itemLabel')].map(m => m.textContent)"
+    wait_for(lambda: page.js(menus), 60, "the menu bar")
+    wait_for(lambda: "Nbgrader" in page.js(menus), 30, f"an Nbgrader menu in {page.js(menus)}")
     page.js("window.jupyterapp.commands.execute('nbgrader:open-assignment-list').then(() => true)")
     # The panel lists released, downloaded and submitted assignments (none here: no exchange is set up).
     wait_for(lambda: page.js("!!document.querySelector('#nbgrader-assignment-list #released_assignments_list')"),
