@@ -2,8 +2,9 @@
 
 The learner notebook in course/ holds narrative, skeletons and public checks; solutions/ holds
 the reference code (solution regions marked); grader/specs holds the hidden tests. `build`
-joins them into the nbgrader source notebook; `release` runs nbgrader's own
-`generate_assignment` on it, and the result must be exactly the learner notebook.
+joins them into the nbgrader source notebook, and generates what the chapter folder must carry
+to stand on its own (grader.bundle); `release` runs nbgrader's own `generate_assignment` on the
+source folder, and the result must be exactly the learner's chapter folder.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 
+from grader.bundle import PACKAGES, folder_files, support_files
 from grader.chapters import Chapter
 from grader.coursedir import CourseDir
 from grader.runner import exercises
@@ -87,43 +89,66 @@ def _render(nb: nbformat.NotebookNode) -> str:
     return nbformat.writes(nb) + "\n"
 
 
+def _sync(root: Path, wanted: dict[str, bytes], owned: list[str], check: bool) -> list[str]:
+    """Make the files under `root` (those in `owned` subfolders, or all when owned is empty) exactly
+    `wanted` (relative path -> content); return the paths that were (or, with check, are) stale."""
+    stale = []
+    present = {rel: path for rel, path in folder_files(root).items()
+               if not owned or rel.split("/")[0] in owned}
+    for rel, content in wanted.items():
+        path = root / rel
+        if rel not in present or path.read_bytes() != content:
+            stale.append(str(path))
+            if not check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(content)
+    for rel in sorted(set(present) - set(wanted)):
+        stale.append(str(root / rel))
+        if not check:
+            present[rel].unlink()
+            for parent in present[rel].parents:
+                if parent == root or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+    return stale
+
+
 def build(chapters: list[Chapter], check: bool = False) -> list[str]:
-    """Write (or, with check, compare) each chapter's source folder; return the stale paths."""
+    """Generate (or, with check, compare) each chapter's support files and nbgrader source folder;
+    return the stale paths.
+
+    The chapter folder course/NN_<name>/ gets the `course` and `solutions` modules its notebook
+    imports (grader.bundle); the source folder grader/source/NN_<name>/ gets the source notebook and
+    a copy of every other file of the chapter folder (figures, those modules, any data).
+    """
     stale = []
     for chapter in chapters:
-        wanted = {chapter.notebook_name: _render(build_source_notebook(chapter))}
-        for extra in sorted(chapter.course_dir.iterdir()):
-            if extra.is_file() and extra.suffix != ".ipynb":
-                wanted[extra.name] = extra.read_text()
-        present = {p.name for p in chapter.source_dir.glob("*")} if chapter.source_dir.exists() else set()
-        for name, text in wanted.items():
-            path = chapter.source_dir / name
-            if not path.exists() or path.read_text() != text:
-                stale.append(str(path))
-                if not check:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text(text)
-        for name in present - set(wanted):
-            stale.append(str(chapter.source_dir / name))
-            if not check:
-                (chapter.source_dir / name).unlink()
+        support = support_files(chapter)
+        stale += _sync(chapter.course_dir, support, list(PACKAGES), check)
+        wanted = {chapter.notebook_name: _render(build_source_notebook(chapter)).encode()}
+        for rel, path in folder_files(chapter.course_dir).items():
+            if rel != chapter.notebook_name and rel.split("/")[0] not in PACKAGES:
+                wanted[rel] = path.read_bytes()
+        wanted.update(support)
+        stale += _sync(chapter.source_dir, dict(sorted(wanted.items())), [], check)
     return stale
 
 
 def release(chapters: list[Chapter], write: bool = False) -> list[str]:
-    """Release each chapter with nbgrader; return the learner files that differ from course/."""
+    """Release each chapter with nbgrader; return the learner files that differ from course/
+    (the notebook and everything in its folder: figures, generated modules)."""
     differ = []
     with tempfile.TemporaryDirectory() as tmp:
         course = CourseDir(Path(tmp), chapters)
         for chapter in chapters:
-            released = course.release(chapter)
-            names = {p.name for p in released.iterdir()} | {
-                p.name for p in chapter.course_dir.iterdir() if p.is_file() and p.name != ".ipynb_checkpoints"}
-            for name in sorted(names):
-                ours, theirs = chapter.course_dir / name, released / name
-                if ours.exists() and theirs.exists() and filecmp.cmp(ours, theirs, shallow=False):
+            released = folder_files(course.release(chapter))
+            ours = folder_files(chapter.course_dir)
+            for rel in sorted(set(released) | set(ours)):
+                if rel in ours and rel in released and filecmp.cmp(ours[rel], released[rel], shallow=False):
                     continue
-                differ.append(str(ours))
-                if write and theirs.exists():
-                    shutil.copyfile(theirs, ours)
+                target = chapter.course_dir / rel
+                differ.append(str(target))
+                if write and rel in released:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(released[rel], target)
     return differ

@@ -41,7 +41,7 @@ class CourseDir:
         for chapter in chapters:
             target = self.root / "source" / chapter.assignment
             shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(chapter.source_dir, target)
+            shutil.copytree(chapter.source_dir, target, ignore=shutil.ignore_patterns("__pycache__"))
 
     def nbgrader(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         # nbgrader shells out to `alembic`, and kernels must find this interpreter's packages.
@@ -62,10 +62,13 @@ class CourseDir:
 
     def release_cached(self, chapters: list[Chapter]) -> None:
         """Put the released chapters and their gradebook entries in place, from a cache keyed by
-        the source notebooks and nbgrader's version (generate_assignment takes seconds)."""
+        the source folders (notebooks, figures, carried modules) and nbgrader's version
+        (generate_assignment takes seconds)."""
         digest = hashlib.sha256(nbgrader.__version__.encode() + CONFIG.encode())
         for chapter in chapters:
-            digest.update(chapter.assignment.encode() + chapter.source_notebook.read_bytes())
+            digest.update(chapter.assignment.encode())
+            for path in sorted(p for p in chapter.source_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+                digest.update(path.relative_to(chapter.source_dir).as_posix().encode() + path.read_bytes())
         cached = CACHE / digest.hexdigest()[:20]
         if not (cached / "gradebook.db").exists():
             CACHE.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Execute a chapter's source notebook (solutions filled in) and read off each graded cell."""
+"""Execute a chapter's source notebook (solutions filled in): the timings of `make bench`."""
 from __future__ import annotations
 
 import os
@@ -22,8 +22,3 @@ def execute_source(chapter: Chapter, timeout: int = 300) -> tuple[nbformat.Noteb
     client.execute()
     return nb, time.perf_counter() - start
 
-
-def graded_outputs(nb: nbformat.NotebookNode) -> dict[str, tuple[float, list]]:
-    """grade_id -> (points, outputs) for every graded (hidden-test) cell."""
-    return {cell.metadata.nbgrader["grade_id"]: (cell.metadata.nbgrader["points"], cell.outputs)
-            for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade")}

@@ -1,5 +1,5 @@
 """Conceptual figures for chapter 05 (residuals, LayerNorm, the encoder layer), drawn into
-images/add_and_norm/.
+course/05_add_and_norm/images/.
 
 Run: python images/add_and_norm_figures.py
 """
@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "add_and_norm"
+OUT = Path(__file__).resolve().parents[1] / "course" / "05_add_and_norm" / "images"
 DPI = 100
 COLOURS = {"attn": "#fde2c8", "ffn": "#d9ead3", "norm": "#fff2cc", "add": "#ffffff", "io": "#e8eef7"}
 

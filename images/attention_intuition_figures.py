@@ -1,4 +1,4 @@
-"""Draw the conceptual figures of chapter 01 into images/attention_intuition/.
+"""Draw the conceptual figures of chapter 01 into course/01_attention_intuition/images/.
 
 Run: python images/attention_intuition_figures.py
 """
@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "attention_intuition"
+OUT = Path(__file__).resolve().parents[1] / "course" / "01_attention_intuition" / "images"
 DPI = 100
 
 QUERY, KEY, VALUE, WEIGHT = "#c6dbef", "#fdd0a2", "#c7e9c0", "#de2d26"

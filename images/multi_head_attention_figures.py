@@ -1,4 +1,4 @@
-"""Conceptual figures for chapter 04 (multi-head attention), drawn into images/multi_head_attention/.
+"""Conceptual figures for chapter 04 (multi-head attention), drawn into course/04_multi_head_attention/images/.
 
 Run: python images/multi_head_attention_figures.py
 """
@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "multi_head_attention"
+OUT = Path(__file__).resolve().parents[1] / "course" / "04_multi_head_attention" / "images"
 DPI = 100
 HEAD_COLOURS = ["#f6b26b", "#93c47d", "#6fa8dc"]  # head 0, 1, 2
 T, H, DH = 4, 3, 2  # a toy sequence: 4 tokens, D = 6 features, 3 heads of 2

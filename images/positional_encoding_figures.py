@@ -1,4 +1,4 @@
-"""Conceptual figures for chapter 03 (positional encoding), drawn into images/positional_encoding/.
+"""Conceptual figures for chapter 03 (positional encoding), drawn into course/03_positional_encoding/images/.
 
 Run: python images/positional_encoding_figures.py
 """
@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "positional_encoding"
+OUT = Path(__file__).resolve().parents[1] / "course" / "03_positional_encoding" / "images"
 DPI = 100
 
 

@@ -1,4 +1,4 @@
-"""Conceptual figures for chapter 02 (self-attention), drawn into images/self_attention/."""
+"""Conceptual figures for chapter 02 (self-attention), drawn into course/02_self_attention/images/."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "self_attention"
+OUT = Path(__file__).resolve().parents[1] / "course" / "02_self_attention" / "images"
 DPI = 100
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 
 import matplotlib.pyplot as plt
+import seaborn as sns
 import torch
 
 PAD, BOS, EOS = 0, 1, 2  # special token ids; the symbols of the task are FIRST_SYMBOL, FIRST_SYMBOL + 1, ...
@@ -103,17 +104,17 @@ def show_mask(mask: torch.Tensor, title: str, ax=None, xlabels=None, ylabels=Non
     mask = mask.detach().cpu().bool()
     if ax is None:
         _, ax = plt.subplots(figsize=(3.4, 3.4))
-    ax.imshow(mask.float(), cmap="Blues", vmin=-0.25, vmax=1.0, interpolation="nearest")
     T, S = mask.shape
-    ax.set_xticks(range(S), xlabels if xlabels is not None else range(S), fontsize=8, rotation=90)
-    ax.set_yticks(range(T), ylabels if ylabels is not None else range(T), fontsize=8)
+    sns.heatmap(mask.float().numpy(), ax=ax, cmap="Blues", vmin=-0.25, vmax=1.0, cbar=False, square=True,
+                linewidths=1, linecolor="white",
+                xticklabels=list(xlabels) if xlabels is not None else list(range(S)),
+                yticklabels=list(ylabels) if ylabels is not None else list(range(T)))
+    ax.tick_params(labelsize=8)
+    ax.tick_params(axis="x", rotation=90)
+    ax.tick_params(axis="y", rotation=0)
     ax.set_xlabel("key s (attended to)")
     ax.set_ylabel("query t (attending)")
     ax.set_title(title, fontsize=10)
-    ax.set_xticks([x - 0.5 for x in range(1, S)], minor=True)
-    ax.set_yticks([y - 0.5 for y in range(1, T)], minor=True)
-    ax.grid(which="minor", color="white", lw=1)
-    ax.tick_params(which="minor", length=0)
     return ax
 
 
@@ -165,9 +166,11 @@ def plot_cross_attention(weights: torch.Tensor, src_ids, out_ids, title: str = "
     weights = weights.detach().cpu()
     if ax is None:
         _, ax = plt.subplots(figsize=(4.2, 4.2))
-    ax.imshow(weights, cmap="viridis", vmin=0, aspect="auto")
-    ax.set_xticks(range(weights.shape[1]), [token_name(int(i)) for i in src_ids], fontsize=9)
-    ax.set_yticks(range(weights.shape[0]), [token_name(int(i)) for i in out_ids], fontsize=9)
+    sns.heatmap(weights.float().numpy(), ax=ax, cmap="viridis", vmin=0, cbar=False,
+                xticklabels=[token_name(int(i)) for i in src_ids],
+                yticklabels=[token_name(int(i)) for i in out_ids])
+    ax.tick_params(labelsize=9)
+    ax.tick_params(axis="y", rotation=0)
     ax.set_xlabel("source token (key)")
     ax.set_ylabel("token being predicted (query)")
     ax.set_title(title, fontsize=10)

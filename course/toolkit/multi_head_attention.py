@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import seaborn as sns
 import torch
 
 
@@ -30,21 +31,16 @@ def show_heads(weights: torch.Tensor, labels: list[str] | None = None, title: st
         _, axes = plt.subplots(1, H, figsize=(2.6 * H + 0.6, 2.7), squeeze=False)
         axes = axes[0]
     for h, ax in enumerate(axes):
-        ax.imshow(w[h], cmap="Reds", vmin=0, vmax=1)
+        ticks = labels is not None
+        sns.heatmap(w[h].numpy(), ax=ax, cmap="Reds", vmin=0, vmax=1, cbar=False, square=True,
+                    annot=annotate, fmt=".2f", annot_kws={"fontsize": 6},
+                    xticklabels=labels[:S] if ticks else list(range(S)),
+                    yticklabels=labels[:T] if ticks else list(range(T)))
         ax.set_title(f"head {h}", fontsize=9)
         ax.set_xlabel("key position", fontsize=8)
-        if labels is not None:
-            ax.set_xticks(range(S), labels[:S], fontsize=7, rotation=90)
-            ax.set_yticks(range(T), labels[:T], fontsize=7)
-        else:
-            ax.set_xticks(range(S))
-            ax.set_yticks(range(T))
-            ax.tick_params(labelsize=7)
-        if annotate:
-            for i in range(T):
-                for j in range(S):
-                    ax.text(j, i, f"{float(w[h, i, j]):.2f}", ha="center", va="center", fontsize=6,
-                            color="white" if w[h, i, j] > 0.6 else "black")
+        ax.tick_params(labelsize=7)
+        ax.tick_params(axis="x", rotation=90)
+        ax.tick_params(axis="y", rotation=0)
     axes[0].set_ylabel("query position", fontsize=8)
     if title:
         axes[0].figure.suptitle(title, fontsize=10)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import seaborn as sns
 import torch
 
 # Hand-made 4-d embeddings. The four features mean roughly:
@@ -38,20 +39,33 @@ def show_attention(weights: torch.Tensor, queries: list[str], keys: list[str] | 
         raise ValueError(f"weights should be ({len(queries)}, {len(keys)}), got {tuple(w.shape)}")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.6 * len(keys) + 2, 0.5 * len(queries) + 1.2))
-    image = ax.imshow(w, cmap="Reds", vmin=0, vmax=max(1e-6, float(w.nan_to_num().max())))
-    ax.set_xticks(range(len(keys)), keys, rotation=45, ha="right")
-    ax.set_yticks(range(len(queries)), queries)
+    # Masked-out rows of nothing (all -inf) come back as NaN: seaborn leaves those cells blank.
+    sns.heatmap(w.numpy(), ax=ax, cmap="Reds", vmin=0, vmax=max(1e-6, float(w.nan_to_num().max())),
+                annot=annotate, fmt=".2f", annot_kws={"fontsize": 8}, cbar=False, square=True,
+                linewidths=0.5, linecolor="white", xticklabels=keys, yticklabels=queries)
+    ax.set_xticklabels(keys, rotation=45, ha="right")
+    ax.set_yticklabels(queries, rotation=0)
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query")
-    if annotate:
-        for i in range(w.shape[0]):
-            for j in range(w.shape[1]):
-                value = float(w[i, j])
-                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if value > 0.6 * float(w.nan_to_num().max()) else "black")
     if title:
         ax.set_title(title)
-    return image
+    return ax
+
+
+def plot_score_distributions(scores: dict[str, torch.Tensor], ax=None, title: str | None = None):
+    """The distribution of attention scores, one curve per entry (label -> scores of any shape),
+    e.g. q.k before and after dividing by sqrt(d_k): the unscaled ones spread out with d_k."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.2))
+    for label, values in scores.items():
+        sns.kdeplot(values.detach().cpu().flatten().float().numpy(), ax=ax, label=label, fill=True,
+                    alpha=0.25, linewidth=1.2, cut=0)
+    ax.set_xlabel("score")
+    ax.set_ylabel("density")
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
 
 
 def plot_against_dk(dims: list[int], curves: dict[str, list[float]], ylabel: str, ax=None,
