@@ -73,7 +73,7 @@ def test_a_planted_answer_is_found(tmp_path):
     folder = tmp_path / chapter.assignment
     shutil.copytree(chapter.course_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
     assert leaks(folder, chapter) == []
-    region = REGION.findall(later.solutions_file.read_text())[0]
+    region = max(REGION.findall(later.solutions_file.read_text()), key=len)  # a distinctive answer
     with (folder / "course" / "toolkit" / "__init__.py").open("a") as f:
         f.write("\ndef planted():\n" + region)
     assert any(f"chapter {later.number}" in leak for leak in leaks(folder, chapter))
