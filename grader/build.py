@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 
 from grader.chapters import Chapter
+from grader.corpus import generated_files
 from grader.coursedir import CourseDir
 from grader.runner import exercises
 
@@ -91,6 +92,12 @@ def build(chapters: list[Chapter], check: bool = False) -> list[str]:
     """Write (or, with check, compare) each chapter's source folder; return the stale paths."""
     stale = []
     for chapter in chapters:
+        for path, text in generated_files(chapter).items():  # data the chapter folder carries
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(str(path))
+                if not check:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(text, encoding="utf-8")
         wanted = {chapter.notebook_name: _render(build_source_notebook(chapter))}
         for extra in sorted(chapter.course_dir.iterdir()):
             if extra.is_file() and extra.suffix != ".ipynb":
