@@ -41,7 +41,8 @@ def _same(actual, expected, atol: float) -> bool:
 
 def _equal(actual, expected) -> bool:
     expected = torch.as_tensor(expected)
-    return type(actual) is torch.Tensor and actual.shape == expected.shape and torch.equal(actual.to(expected.dtype), expected)
+    return (type(actual) is torch.Tensor and actual.shape == expected.shape
+            and torch.equal(actual.to(expected.dtype), expected))
 
 
 # ---------------------------------------------------------------- GPT
@@ -115,8 +116,9 @@ def check_GPT(cls) -> None:
         if not isinstance(result, tuple) or len(result) != 2:
             fail("with use_cache=True, forward should return a tuple (logits, cache)")
         first, cache = result
-        if not isinstance(cache, (list, tuple)) or len(cache) != 2 or any(
-                not isinstance(kv, (list, tuple)) or len(kv) != 2 or tuple(kv[0].shape) != (2, 2, 2, 4) for kv in cache):
+        pairs = isinstance(cache, (list, tuple)) and len(cache) == 2 and all(
+            isinstance(kv, (list, tuple)) and len(kv) == 2 and tuple(kv[0].shape) == (2, 2, 2, 4) for kv in cache)
+        if not pairs:
             fail("the cache should be a list with one (keys, values) pair per block, each of shape (B, H, S, Dh)")
         one, longer = model(GPT_IDX[:, 2:3], cache=cache, use_cache=True)
         if not _same(one, logits[:, 2:3], 1e-4):

@@ -388,7 +388,8 @@ def _(fn):
 
 @top_k_filter.check("every row on its own: a batch of rows on different scales, and a (2, 3, V) tensor")
 def _(fn):
-    logits = randn(4, 9, seed=921) * torch.tensor([[1.0], [10.0], [0.1], [100.0]]) + torch.tensor([[0.0], [50], [-7], [3]])
+    scale, shift = torch.tensor([[1.0], [10.0], [0.1], [100.0]]), torch.tensor([[0.0], [50], [-7], [3]])
+    logits = randn(4, 9, seed=921) * scale + shift
     assert_tensor(fn(logits, 4), top_k_stand_in(logits, 4), atol=0, rtol=0, what="top_k_filter((4, 9), 4)")
     logits = randn(2, 3, 7, seed=922) + 5 * randn(2, 3, 1, seed=923)
     assert_tensor(fn(logits, 2), top_k_stand_in(logits, 2), atol=0, rtol=0, what="top_k_filter((2, 3, 7), 2)")
@@ -550,7 +551,8 @@ def _(fn):
     logits = randn(5, 7, seed=944)
     for kwargs in ({}, {"top_k": 3, "top_p": 0.5}):
         out = fn(logits, temperature=0, **kwargs)
-        assert_tensor(out, logits.argmax(-1), atol=0, rtol=0, what=f"sample_next_token(logits, temperature=0, {kwargs})")
+        assert_tensor(out, logits.argmax(-1), atol=0, rtol=0,
+                      what=f"sample_next_token(logits, temperature=0, {kwargs})")
 
 
 @sample_next_token.check("top_k=3 and top_p=0.7: filtered tokens are never drawn, the rest in proportion")
@@ -583,7 +585,7 @@ def _(fn):
         assert_frequencies(samples, sample_probs(ORDER_ROW[0], **kwargs), f"sample_next_token(logits, {kwargs})")
 
 
-@sample_next_token.check("the generator is the only randomness: the same seed gives the same draws whatever the global seed")
+@sample_next_token.check("the generator is the only randomness: one seed, the same draws, whatever the global seed")
 def _(fn):
     logits = randn(64, 5, seed=950)
     torch.manual_seed(1)
@@ -836,7 +838,8 @@ def _(fn):
     table = 3 * randn(5, 5, seed=1030)
     prompt = [0, 1, 2, 3, 4, 0, 2]
     out = run_beam(fn, TableModel(table, block_size=4), prompt, 3, 125)
-    assert_tensor(out, brute_force(table, prompt, 3), atol=0, rtol=0, what="beam_search with a prompt of 7, block_size 4")
+    assert_tensor(out, brute_force(table, prompt, 3), atol=0, rtol=0,
+                  what="beam_search with a prompt of 7, block_size 4")
 
 
 @beam_search.check("ValueError for a batch of 2 prompts, beam_width < 1 and max_new_tokens < 0")

@@ -220,19 +220,25 @@ WRONG = [
                "weights = F.dropout(F.softmax(scores, dim=-1), self.drop.p)"))),
     Variant("GPT", "a separate output layer instead of the tied token embedding", _mutate(
         _GPT, ("        self.ln_f = LayerNorm(d_model)\n",
-               "        self.ln_f = LayerNorm(d_model)\n        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)\n"),
+               "        self.ln_f = LayerNorm(d_model)\n"
+               "        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)\n"),
         ("logits = self.ln_f(x) @ self.token_embedding.weight.T", "logits = self.lm_head(self.ln_f(x))"))),
     Variant("GPT", "the cache passed in is updated in place", _mutate(
         _GPT, ("            new_cache.append(kv)\n",
-               "            new_cache.append(kv)\n            if cache is not None:\n                cache[i] = kv\n"))),
+               "            new_cache.append(kv)\n"
+               "            if cache is not None:\n                cache[i] = kv\n"))),
     Variant("GPT", "q, k, v split per head (view (B, T, H, 3*Dh)) instead of side by side", _mutate(
-        _GPT, ("q, k, v = block.qkv(block.ln_1(x)).chunk(3, dim=-1)\n        q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))",
-               "qkv = block.qkv(block.ln_1(x)).view(B, T, H, 3 * (D // H))\n        q, k, v = (t.transpose(1, 2) for t in qkv.chunk(3, dim=-1))"))),
+        _GPT, ("q, k, v = block.qkv(block.ln_1(x)).chunk(3, dim=-1)\n"
+               "        q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))",
+               "qkv = block.qkv(block.ln_1(x)).view(B, T, H, 3 * (D // H))\n"
+               "        q, k, v = (t.transpose(1, 2) for t in qkv.chunk(3, dim=-1))"))),
     Variant("GPT", "no ValueError beyond block_size (the embedding raises IndexError)", _mutate(
-        _GPT, ("        if start + T > self.block_size:\n            raise ValueError(\"the sequence is longer than block_size\")\n", ""))),
+        _GPT, ("        if start + T > self.block_size:\n"
+               "            raise ValueError(\"the sequence is longer than block_size\")\n", ""))),
     Variant("GPT", "PyTorch's default initialisation instead of GPT-2's N(0, 0.02^2)", _mutate(
         _GPT, ("        for m in self.modules():\n            if isinstance(m, (nn.Linear, nn.Embedding)):\n"
-               "                nn.init.normal_(m.weight, 0.0, 0.02)\n            if isinstance(m, nn.Linear) and m.bias is not None:\n"
+               "                nn.init.normal_(m.weight, 0.0, 0.02)\n"
+               "            if isinstance(m, nn.Linear) and m.bias is not None:\n"
                "                nn.init.zeros_(m.bias)\n", ""))),
     # ---------------------------------------------------------------- next_token_targets
     Variant("next_token_targets", "inputs and targets swapped", '''
@@ -425,7 +431,8 @@ def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator
         _BEAM, ("[:, -model.block_size:]", ""))),
     # ---------------------------------------------------------------- train_bpe
     Variant("train_bpe", "merge step advances by one: overlapping occurrences merged ('aaa' -> 2 tokens)", _mutate(
-        _TRAIN_BPE, ("                out.append(256 + i)\n                j += 2", "                out.append(256 + i)\n                j += 1"))),
+        _TRAIN_BPE, ("                out.append(256 + i)\n                j += 2",
+                     "                out.append(256 + i)\n                j += 1"))),
     Variant("train_bpe", "ties broken by the smallest pair of ids instead of first occurrence", _mutate(
         _TRAIN_BPE, ("best = max(stats, key=stats.get)", "best = min(stats, key=lambda p: (-stats[p], p))"))),
     Variant("train_bpe", "ties broken by the largest pair of ids (sorting by (count, pair))", _mutate(
@@ -493,7 +500,8 @@ def bpe_encode(text, merges):
     Variant("bpe_encode", "code points (ord) instead of UTF-8 bytes", _mutate(
         _ENCODE, ("ids = list(text.encode(\"utf-8\"))", "ids = [ord(c) for c in text]"))),
     Variant("bpe_encode", "overlapping occurrences merged", _mutate(
-        _ENCODE, ("                out.append(new)\n                j += 2", "                out.append(new)\n                j += 1"))),
+        _ENCODE, ("                out.append(new)\n                j += 2",
+                  "                out.append(new)\n                j += 1"))),
     # ---------------------------------------------------------------- bpe_decode
     Variant("bpe_decode", "decodes each token on its own, then joins the strings", _mutate(
         _DECODE, ("return b\"\".join(vocab[i] for i in ids).decode(\"utf-8\", errors=\"replace\")",
@@ -505,7 +513,8 @@ def bpe_encode(text, merges):
     Variant("bpe_decode", "a merge expands one level only (bytes([a, b]))", _mutate(
         _DECODE, ("vocab[256 + i] = vocab[a] + vocab[b]", "vocab[256 + i] = bytes([a % 256, b % 256])"))),
     Variant("bpe_decode", "unknown ids raise KeyError instead of ValueError", _mutate(
-        _DECODE, ("    for i in ids:\n        if i not in vocab:\n            raise ValueError(f\"unknown id {i}\")\n", ""))),
+        _DECODE, ("    for i in ids:\n        if i not in vocab:\n"
+                  "            raise ValueError(f\"unknown id {i}\")\n", ""))),
 ]
 
 CORRECT = [
