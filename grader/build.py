@@ -18,6 +18,7 @@ import nbformat
 
 from grader.bundle import PACKAGES, folder_files, support_files
 from grader.chapters import Chapter
+from grader.corpus import generated_files
 from grader.coursedir import CourseDir
 from grader.runner import exercises
 
@@ -123,6 +124,12 @@ def build(chapters: list[Chapter], check: bool = False) -> list[str]:
     """
     stale = []
     for chapter in chapters:
+        for path, text in generated_files(chapter).items():  # data the chapter folder carries
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(str(path))
+                if not check:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(text, encoding="utf-8")
         support = support_files(chapter)
         stale += _sync(chapter.course_dir, support, list(PACKAGES), check)
         wanted = {chapter.notebook_name: _render(build_source_notebook(chapter)).encode()}

@@ -2,10 +2,18 @@
 from grader.build import build, release
 from grader.bundle import folder_files
 from grader.chapters import CHAPTERS
+from grader.corpus import generated_files
 
 
 def test_source_notebooks_are_fresh():
     assert build(CHAPTERS, check=True) == [], "run `grader build` and commit the result"
+
+
+def test_generated_data_is_fresh():
+    # e.g. chapter 08's course_text.txt, the narrative of chapters 01-06 as their notebooks say it now
+    for chapter in CHAPTERS:
+        for path, text in generated_files(chapter).items():
+            assert path.is_file() and path.read_text(encoding="utf-8") == text, f"{path} is stale: run `grader build`"
 
 
 def test_release_is_the_learner_notebook():

@@ -1,0 +1,441 @@
+"""Public checks for chapter 08 (GPT, sampling, generation, beam search, BPE). The expected numbers
+were computed once from the fixed inputs below; so were the outputs that the usual mistakes
+produce, which is how a failing check names the mistake. Sampling is checked by frequencies, so
+any correct way of drawing passes.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+
+import torch
+
+from course.checks import avoid_library_call, expect_tensor, expect_value_error, fail, passed
+
+NEG = float("-inf")
+
+
+def _set_params(module: torch.nn.Module) -> None:
+    """Fixed weights from an integer hash of each parameter's name and index (exact on every machine)."""
+    for name, p in sorted(module.named_parameters()):
+        x = (torch.arange(p.numel(), dtype=torch.int64) * 2654435761 + zlib.crc32(name.encode())) % 4294967296
+        for _ in range(2):  # integer mixing: exact everywhere, and no linear pattern LayerNorm could remove
+            x = ((x ^ (x >> 16)) * 73244475) % 4294967296
+        vals = ((x ^ (x >> 16)).double() / 4294967296 * 2 - 1).float().reshape(p.shape) * math.sqrt(3)
+        with torch.no_grad():
+            if ".ln_" in name or name.startswith("ln_"):
+                p.copy_((1 if name.endswith("weight") else 0) + 0.2 * vals)
+            elif "embedding" in name:
+                p.copy_(vals)
+            elif p.dim() == 2:
+                p.copy_(vals / math.sqrt(p.shape[1]))
+            else:
+                p.copy_(0.1 * vals)
+
+
+def _same(actual, expected, atol: float) -> bool:
+    expected = torch.as_tensor(expected, dtype=torch.float32)
+    return (type(actual) is torch.Tensor and actual.shape == expected.shape
+            and bool(((actual.detach().float() - expected).abs() <= atol).all()))
+
+
+def _equal(actual, expected) -> bool:
+    expected = torch.as_tensor(expected)
+    return (type(actual) is torch.Tensor and actual.shape == expected.shape
+            and torch.equal(actual.to(expected.dtype), expected))
+
+
+# ---------------------------------------------------------------- GPT
+
+GPT_IDX = torch.tensor([[1, 5, 2, 6, 0], [3, 3, 4, 1, 2]])
+GPT_OUT = [[7.16041, 4.2395, -6.63805, 4.02663, 2.55761, 2.59296, 6.64884],  # logits[0, -1]
+           [-2.83364, 0.29724, -5.13488, 4.1339, -1.28153, 4.17233, 1.06526]]  # logits[1, 2]
+GPT_MISTAKES = {
+    "this is the Post-LN order, x = norm(x + sublayer(x)); GPT-2 normalises the INPUT of each sublayer: "
+    "x = x + attn(ln_1(x)), then x = x + mlp(ln_2(x))":
+        [[-0.26865, -2.13342, -9.9335, 6.56271, -2.96963, 2.58593, -2.06352],
+         [-3.455, -3.37558, -7.62908, 5.88912, -3.31899, 3.55928, -2.51756]],
+    "the final LayerNorm is missing: logits = ln_f(x) @ token_embedding.weight.T":
+        [[15.16339, -0.15026, -8.75613, -2.01309, 2.95163, 1.34817, 10.07735],
+         [-4.11361, -1.59626, -9.26153, 3.18527, -1.2722, 7.97013, 4.21088]],
+    "GPT-2 uses the tanh form of GELU: F.gelu(x, approximate='tanh') (the default is the erf form)":
+        [[7.16043, 4.23939, -6.63842, 4.02684, 2.55768, 2.59301, 6.64863],
+         [-2.83333, 0.29761, -5.1348, 4.13369, -1.28122, 4.17244, 1.06555]],
+    "there is no causal mask: position t must not attend to positions after t":
+        [[7.1796, 4.20757, -6.77493, 3.99305, 2.67535, 2.67509, 6.54744],
+         [-1.81604, 0.49142, -5.30359, 3.16463, 0.57448, 4.85819, 0.72802]],
+    "divide the scores by sqrt(Dh), the size of one head, not by sqrt(d_model)":
+        [[7.31959, 4.11977, -6.955, 4.09167, 2.82928, 2.74402, 6.64032],
+         [-2.88692, 0.28814, -5.09579, 4.20399, -1.25822, 4.15716, 1.12011]],
+    "q, k and v lie side by side in qkv's output (q = the first D features, k the next D, v the last D); "
+    "split them with .split(d_model, dim=-1) before cutting each into heads":
+        [[5.95131, 2.26233, -4.97098, 4.8577, -0.28724, 1.43675, 5.97749],
+         [-2.33729, 1.86482, -1.35362, 4.03479, -0.65315, 3.78135, 3.97424]],
+}
+
+
+def _gpt_names(n_layer: int) -> set[str]:
+    names = {"token_embedding.weight", "position_embedding.weight", "ln_f.weight", "ln_f.bias"}
+    for i in range(n_layer):
+        for part in ("ln_1", "qkv", "attn_out", "ln_2", "mlp_in", "mlp_out"):
+            names |= {f"blocks.{i}.{part}.weight", f"blocks.{i}.{part}.bias"}
+    return names
+
+
+def check_GPT(cls) -> None:
+    avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward"),
+                       "build attention from split_heads, scaled_dot_product_attention and merge_heads (or your own "
+                       "code); the grader gives zero to a solution that calls PyTorch's attention")
+    model = cls(7, 8, 2, 2, 8)
+    names = {n for n, _ in model.named_parameters()}
+    want = _gpt_names(2)
+    if names != want:
+        extra = sorted(names - want)
+        if any("head" in n or n.endswith("out.weight") and "blocks" not in n for n in extra):
+            fail(f"{extra[0]} is a separate output layer: tie it to the embedding instead, "
+                 "logits = ln_f(x) @ self.token_embedding.weight.T (no new parameters)")
+        fail(f"parameters missing: {sorted(want - names)[:4]}; unexpected: {extra[:4]}. See the docstring for "
+             "the names (blocks is an nn.ModuleList of nn.ModuleDict)")
+    for name, p in model.named_parameters():
+        if p.dim() == 2 and not 0.01 < p.detach().std().item() < 0.03:
+            fail(f"{name} starts with std {p.detach().std().item():.3f}: initialise Linear and Embedding weights "
+                 "from N(0, 0.02^2) as GPT-2 does (nn.init.normal_(w, std=0.02)); the embedding is also the "
+                 "output layer, so large weights give huge first logits")
+    _set_params(model)
+    model.eval()
+    with torch.no_grad():
+        logits = model(GPT_IDX)
+        expect_tensor(logits, (2, 5, 7), "GPT(7, 8, 2, 2, 8)(idx of shape (2, 5))")
+        got = torch.stack([logits[0, -1], logits[1, 2]])
+        if not _same(got, GPT_OUT, 5e-5):
+            for hint, wrong in GPT_MISTAKES.items():
+                if _same(got, wrong, 5e-5):
+                    fail(hint)
+            fail(f"the logits differ from the expected values {GPT_OUT[0][:3]}...; got {got[0, :3].tolist()}...")
+        result = model(GPT_IDX[:, :2], use_cache=True)
+        if not isinstance(result, tuple) or len(result) != 2:
+            fail("with use_cache=True, forward should return a tuple (logits, cache)")
+        first, cache = result
+        pairs = isinstance(cache, (list, tuple)) and len(cache) == 2 and all(
+            isinstance(kv, (list, tuple)) and len(kv) == 2 and tuple(kv[0].shape) == (2, 2, 2, 4) for kv in cache)
+        if not pairs:
+            fail("the cache should be a list with one (keys, values) pair per block, each of shape (B, H, S, Dh)")
+        one, longer = model(GPT_IDX[:, 2:3], cache=cache, use_cache=True)
+        if not _same(one, logits[:, 2:3], 1e-4):
+            fail("one token fed with the cache of two earlier tokens gives other logits than the full pass: its "
+                 "position is the cache length S (positions = arange(S, S + T)), and it must attend to all S "
+                 "cached keys as well as its own: mask = torch.ones(T, S + T).tril(S)")
+        again, _ = model(GPT_IDX[:, 2:3], cache=cache, use_cache=True)
+        if not _same(again, one, 1e-6):
+            fail("using the same cache twice gave different logits: return a NEW cache (torch.cat makes new "
+                 "tensors) and leave the one you were given unchanged")
+        rest, _ = model(GPT_IDX[:, 3:], cache=longer, use_cache=True)
+        if not _same(rest, logits[:, 3:], 1e-4):
+            fail("two tokens fed at once with a cache give other logits than the full pass: the causal mask must "
+                 "be shifted by the cache length S, so query t sees keys 0..S+t (torch.ones(T, S + T).tril(S))")
+    expect_value_error(model, torch.zeros(1, 9, dtype=torch.long), what="a sequence longer than block_size")
+    passed("GPT")
+
+
+# ---------------------------------------------------------------- next_token_targets
+
+def check_next_token_targets(fn) -> None:
+    idx = torch.tensor([[10, 11, 12, 13], [20, 21, 22, 23], [30, 31, 32, 33]])
+    result = fn(idx)
+    if not isinstance(result, tuple) or len(result) != 2:
+        fail("return a tuple (inputs, targets)")
+    inputs, targets = result
+    if _equal(inputs, idx[:, 1:]) and _equal(targets, idx[:, :-1]):
+        fail("inputs and targets are swapped: the model reads idx[:, :-1] and must predict idx[:, 1:]")
+    if _equal(inputs, idx[:-1]):
+        fail("you sliced the batch axis: slice the time axis, idx[:, :-1] and idx[:, 1:]")
+    if not (_equal(inputs, idx[:, :-1]) and _equal(targets, idx[:, 1:])):
+        fail(f"expected inputs {idx[:, :-1].tolist()} and targets {idx[:, 1:].tolist()}")
+    expect_value_error(fn, torch.tensor([[5], [6]]), what="a sequence of one token (nothing to predict)")
+    passed("next_token_targets")
+
+
+# ---------------------------------------------------------------- apply_temperature
+
+def check_apply_temperature(fn) -> None:
+    logits = torch.tensor([[2.0, -1.0, NEG], [0.5, 0.0, 4.0]])
+    before = logits.clone()
+    out = fn(logits, 0.5)
+    if not torch.equal(logits, before):
+        fail("apply_temperature changed its input: return logits / temperature, a new tensor (no /=)")
+    if _equal(out, before * 0.5):
+        fail("divide by the temperature: a temperature below 1 must SHARPEN the distribution (larger logits)")
+    if not _equal(out, before / 0.5):
+        fail(f"apply_temperature(logits, 0.5) should be logits / 0.5 = {(before / 0.5).tolist()}")
+    expect_value_error(fn, logits, 0.0, what="temperature 0")
+    passed("apply_temperature")
+
+
+# ---------------------------------------------------------------- top_k_filter
+
+def check_top_k_filter(fn) -> None:
+    logits = torch.tensor([[1.0, 3.0, 1.0, 0.0, 1.0, -2.0], [0.0, -1.0, 5.0, 4.0, 2.0, 3.0]])
+    before = logits.clone()
+    out = fn(logits, 2)
+    expected = torch.tensor([[1.0, 3.0, 1.0, NEG, 1.0, NEG], [NEG, NEG, 5.0, 4.0, NEG, NEG]])
+    if not torch.equal(logits, before):
+        fail("top_k_filter changed its input: build a new tensor (masked_fill, not masked_fill_ or indexing =)")
+    if not _equal(out, expected):
+        if _equal(out[0], [NEG, 3.0, 1.0, NEG, NEG, NEG]) or _equal(out[0], [1.0, 3.0, NEG, NEG, NEG, NEG]):
+            fail("ties with the k-th largest logit must all be kept (row 0 keeps 3.0 and all three 1.0s): compare "
+                 "with the k-th largest VALUE (logits < kth -> -inf) instead of keeping k indices")
+        if _equal(out[1], [NEG, NEG, 5.0, 4.0, 2.0, 3.0]):
+            fail("each row needs its own k-th largest value (topk(...).values[..., -1:], keepdim): one threshold "
+                 "for the whole batch breaks rows on another scale")
+        fail(f"top_k_filter(logits, 2) should be {expected.tolist()}, got "
+             f"{out.tolist() if type(out) is torch.Tensor else out}")
+    if not _equal(fn(logits, 10), before):
+        fail("k >= V should keep every token (torch.topk raises for k > V: check k first)")
+    expect_value_error(fn, logits, 0, what="k = 0")
+    passed("top_k_filter")
+
+
+# ---------------------------------------------------------------- top_p_filter
+
+def check_top_p_filter(fn) -> None:
+    probs = torch.tensor([[0.15, 0.5, 0.1, 0.25]])
+    logits = probs.log()
+    out = fn(logits, 0.6)
+    keep = torch.isfinite(out) if type(out) is torch.Tensor else None
+    if keep is None or keep.shape != logits.shape:
+        fail("top_p_filter should return a tensor of the shape of logits")
+    kept = keep[0].tolist()
+    if kept == [False, True, False, False]:
+        fail("with p=0.6 the tokens of probability 0.5 and 0.25 are kept: keep the token that CROSSES p (a token "
+             "is kept when the mass of the tokens before it, not including it, is < p)")
+    if kept == [True, False, True, False] or kept == [True, True, False, False]:
+        fail("your mask is in sorted order: scatter it back to the vocabulary order before applying it")
+    if kept != [False, True, False, True]:
+        fail(f"top_p_filter(logits, 0.6) should keep the tokens of probability 0.5 and 0.25; kept {kept}")
+    if not _same(out[keep], logits[keep], 1e-6):
+        fail("kept tokens must keep their logits unchanged")
+    small = fn(logits, 0.3)
+    if type(small) is not torch.Tensor or torch.isfinite(small).tolist() != [[False, True, False, False]]:
+        fail("p=0.3 is below the top token's probability (0.5): the top token is always kept, alone here")
+    ties = torch.tensor([[0.0, 0.0, 0.0, 0.0]])  # 0.25 each
+    counted = fn(ties, 0.5)
+    if type(counted) is torch.Tensor and int(torch.isfinite(counted).sum()) == 3:
+        fail("at the boundary (four tokens of 0.25, p=0.5) keep 2: the third has mass 0.5 before it, which is not < p")
+    if type(counted) is not torch.Tensor or int(torch.isfinite(counted).sum()) != 2:
+        fail("four equally likely tokens with p=0.5 should keep 2 of them")
+    expect_value_error(fn, logits, 0.0, what="p = 0")
+    passed("top_p_filter")
+
+
+# ---------------------------------------------------------------- sample_next_token
+
+_ROW = torch.tensor([2.0, 1.0, 0.5, -1.0, 0.0])
+_N = 4000
+
+
+def _frequencies(samples, V: int) -> torch.Tensor:
+    return torch.bincount(samples.long(), minlength=V)[:V].double() / len(samples)
+
+
+def _looks_like(freq: torch.Tensor, probs: torch.Tensor) -> bool:
+    """Within 5 binomial standard deviations (+0.01) everywhere, and never a zero-probability token."""
+    sd = (probs * (1 - probs) / _N).sqrt()
+    return bool(((freq - probs).abs() <= 5 * sd + 0.01).all() and (freq[probs == 0] == 0).all())
+
+
+def check_sample_next_token(fn) -> None:
+    logits = torch.stack([_ROW, _ROW.flip(0)])
+    greedy = fn(logits, temperature=0)
+    expect_tensor(greedy, (2,), "sample_next_token(logits (2, 5), temperature=0)")
+    if greedy.tolist() != [0, 4]:
+        fail(f"temperature=0 should return the argmax of each row, [0, 4]; got {greedy.tolist()}")
+    if greedy.dtype != torch.int64:
+        fail(f"return int64 token ids, got {greedy.dtype}")
+    batch = logits.repeat(_N, 1)  # rows alternate between the two distributions
+    draws = fn(batch, generator=torch.Generator().manual_seed(0))
+    expect_tensor(draws, (2 * _N,), "sample_next_token(logits (8000, 5))")
+    for r, probs in enumerate((_ROW.softmax(0), _ROW.flip(0).softmax(0))):
+        if not _looks_like(_frequencies(draws[r::2], 5), probs.double()):
+            fail(f"row {r}: the frequencies {[round(f, 3) for f in _frequencies(draws[r::2], 5).tolist()]} do not "
+                 f"match softmax(logits) = {[round(p, 3) for p in probs.tolist()]}: sample each row from the softmax "
+                 "over ITS vocabulary (dim=-1)")
+    again = fn(batch, generator=torch.Generator().manual_seed(0))
+    if not torch.equal(draws, again):
+        fail("the same seed gave different draws: take every random number from `generator`")
+    cold = fn(_ROW.repeat(_N, 1), temperature=0.5, top_p=0.9, generator=torch.Generator().manual_seed(1))
+    expected = torch.tensor([0.8808, 0.1192, 0, 0, 0], dtype=torch.float64)  # T=0.5 first, then the nucleus of p=0.9
+    if not _looks_like(_frequencies(cold, 5), expected):
+        fail(f"with temperature=0.5 and top_p=0.9 only tokens 0 and 1 may be drawn (about 88% and 12%); got "
+             f"{[round(f, 3) for f in _frequencies(cold, 5).tolist()]}. Apply the temperature FIRST, then top-k, "
+             "then top-p, then sample")
+    expect_value_error(fn, _ROW, what="1-dimensional logits")
+    passed("sample_next_token")
+
+
+# ---------------------------------------------------------------- generate
+
+class _Window(torch.nn.Module):
+    """A stand-in language model: at window position t the logits are first[window[0]] +
+    current[window[t]] + place[t], so cropping and positions matter; block_size 4."""
+
+    def __init__(self):
+        super().__init__()
+        self.block_size = 4
+        a, v = torch.arange(5.0)[:, None], torch.arange(5.0)[None, :]
+        self.first = (a * 3 + v * 7) % 11 * 0.4
+        self.current = (a * 5 + v * 2 + a * v) % 7 * 0.5
+        self.place = (a[:4] * 4 + v * 3) % 5 * 0.35
+        self.calls = []
+
+    def forward(self, idx, cache=None, use_cache=False):
+        S = 0 if cache is None else cache.shape[1]
+        self.calls.append((idx.shape[1], S))
+        if S + idx.shape[1] > self.block_size:
+            raise ValueError(f"{S} cached + {idx.shape[1]} new tokens do not fit in block_size 4")
+        window = idx if cache is None else torch.cat([cache, idx], 1)
+        logits = self.first[window[:, :1]] + self.current[window[:, S:]] + self.place[S:window.shape[1]]
+        return (logits, window) if use_cache else logits
+
+
+_GEN_PROMPT = torch.tensor([[1, 2], [4, 0]])
+_GEN_GREEDY = [[1, 2, 4, 1, 4, 2, 4, 1], [4, 0, 1, 2, 4, 3, 1, 2]]
+
+
+def check_generate(fn) -> None:
+    model = _Window()
+    out = fn(model, _GEN_PROMPT, 6, temperature=0)
+    expect_tensor(out, (2, 8), "generate(model, idx (2, 2), 6, temperature=0)")
+    if out.tolist() != _GEN_GREEDY:
+        if any(t > 4 for t, _ in model.calls) or not out[:, :2].equal(_GEN_PROMPT):
+            fail("the model may see at most block_size tokens: feed idx[:, -block_size:], the LAST ones")
+        fail(f"greedy generation should give {_GEN_GREEDY}, got {out.tolist()}: at each step take the logits of "
+             "the LAST position, logits[:, -1], and append the chosen token")
+    model = _Window()
+    cached = fn(model, _GEN_PROMPT, 6, temperature=0, use_cache=True)
+    if type(cached) is not torch.Tensor or cached.tolist() != _GEN_GREEDY:
+        fail("use_cache=True should give exactly the tokens of use_cache=False")
+    if model.calls != [(2, 0), (1, 2), (1, 3), (4, 0), (4, 0), (4, 0)]:
+        fail(f"with use_cache=True the model was called with (new tokens, cached tokens) = {model.calls}: feed the "
+             "prompt once, then only the newest token with the cache; when the cache is full (block_size), start "
+             "a new one from the last block_size tokens")
+    a = fn(_Window(), _GEN_PROMPT, 5, generator=torch.Generator().manual_seed(3))
+    b = fn(_Window(), _GEN_PROMPT, 5, generator=torch.Generator().manual_seed(3), use_cache=True)
+    if type(a) is not torch.Tensor or not torch.equal(a, b):
+        fail("sampling with the same seed should give the same tokens with and without the cache: pass the "
+             "generator to sample_next_token")
+    expect_value_error(fn, _Window(), torch.tensor([1, 2]), 3, what="a 1-dimensional idx")
+    passed("generate")
+
+
+# ---------------------------------------------------------------- beam_search
+
+class _Table(torch.nn.Module):
+    def __init__(self, probs):
+        super().__init__()
+        self.block_size = 8
+        self.log_table = torch.tensor(probs).clamp_min(1e-4).log()
+
+    def forward(self, idx):
+        return self.log_table[idx[:, -self.block_size:]]
+
+
+# From 0, greedy takes 1 (0.55) and then at best 0.37; 2 (0.45) then 3 (0.95) is more likely.
+_TRAP = [[0.0, 0.55, 0.45, 0.0, 0.0], [0.3, 0.0, 0.0, 0.33, 0.37], [0.0, 0.0, 0.0, 0.95, 0.05],
+         [0.2, 0.2, 0.2, 0.2, 0.2], [0.1, 0.2, 0.3, 0.15, 0.25]]
+# eos = 4: stopping at once has probability 0.45, going on 0.4 * 0.9 * 0.9 = 0.324 in total.
+_SHORT = [[0.0, 0.4, 0.1, 0.05, 0.45], [0.02, 0.0, 0.9, 0.06, 0.02], [0.02, 0.03, 0.0, 0.9, 0.05],
+          [0.5, 0.3, 0.1, 0.05, 0.05], [0.2, 0.2, 0.2, 0.2, 0.2]]
+
+
+def check_beam_search(fn) -> None:
+    prompt = torch.tensor([[0]])
+    out = fn(_Table(_TRAP), prompt, 2, 1)
+    expect_tensor(out, (1, 3), "beam_search(model, [[0]], 2, beam_width=1)")
+    if out.tolist() != [[0, 1, 4]]:
+        fail(f"beam width 1 is greedy decoding: expected [[0, 1, 4]], got {out.tolist()}")
+    out = fn(_Table(_TRAP), prompt, 2, 2)
+    if type(out) is not torch.Tensor or out.tolist() != [[0, 2, 3]]:
+        fail("with width 2 the search should find 0 -> 2 -> 3 (0.45 * 0.95), more likely than greedy's "
+             f"0 -> 1 -> 4 (0.55 * 0.37); got {out.tolist() if type(out) is torch.Tensor else out}. Keep the "
+             "beam_width best candidates over ALL (beam, token) pairs, scored by the SUM of log-probabilities")
+    out = fn(_Table(_SHORT), prompt, 3, 5, eos_id=4)
+    got = out.tolist() if type(out) is torch.Tensor else out
+    if got == [[0, 1, 2, 3]]:
+        fail("[0, 4] has total probability 0.45, [0, 1, 2, 3] only 0.324: compare TOTAL log-probabilities, not "
+             "averages per token (or did you drop the finished beam?)")
+    if type(out) is torch.Tensor and out.shape[1] > 2 and out[0, 1] == 4:
+        fail("eos_id ends a sequence: a candidate ending with eos_id is finished and gets no further tokens")
+    if got != [[0, 4]]:
+        fail(f"with eos_id=4 the best sequence is [[0, 4]]; got {got}")
+    expect_value_error(fn, _Table(_TRAP), torch.tensor([[0], [1]]), 2, 2, what="a batch of two prompts")
+    passed("beam_search")
+
+
+# ---------------------------------------------------------------- BPE
+
+def _pairs(merges) -> list:
+    return [tuple(int(x) for x in m) for m in merges] if isinstance(merges, list) else merges
+
+
+def check_train_bpe(fn) -> None:
+    merges = _pairs(fn("aaabdaaabac", 3))
+    if not isinstance(merges, list):
+        fail("train_bpe should return a list of (int, int) tuples")
+    if merges != [(97, 97), (256, 97), (257, 98)]:
+        fail(f"train_bpe('aaabdaaabac', 3) should be [(97, 97), (256, 97), (257, 98)] (aa -> 256, 256 a -> 257, "
+             f"257 b -> 258); got {merges}")
+    four = _pairs(fn("aaaa", 3))
+    if four != [(97, 97), (256, 256)]:
+        fail(f"'aaaa' should give [(97, 97), (256, 256)] and then stop (one token left); got {four}. Merge "
+             "occurrences left to right WITHOUT overlap (skip both elements after a merge), and stop when no pair "
+             "is left")
+    tie = _pairs(fn("cdab cdab", 1))
+    if tie != [(99, 100)]:
+        fail(f"(c, d), (d, a) and (a, b) all occur twice in 'cdab cdab'; the tie goes to the pair seen first, "
+             f"(99, 100); got {tie}")
+    accent = _pairs(fn("éé", 1))
+    if accent != [(195, 169)]:
+        fail(f"'é' is two UTF-8 bytes (195, 169): train on text.encode('utf-8'), not on code points; got {accent}")
+    expect_value_error(fn, "abc", -1, what="num_merges = -1")
+    passed("train_bpe")
+
+
+def check_bpe_encode(fn) -> None:
+    got = fn("abcbcbc", [(97, 98), (98, 99)])
+    if got == [97, 257, 257, 257]:
+        fail("merge the pair with the LOWEST merge index first ((a, b) is merge 0), not the most frequent one")
+    if got != [256, 99, 257, 257]:
+        fail(f"bpe_encode('abcbcbc', [(97, 98), (98, 99)]) should be [256, 99, 257, 257]; got {got}")
+    got = fn("abc", [(98, 99), (97, 98)])
+    if got == [257, 99]:
+        fail("(b, c) is merge 0 and must be applied before (a, b), wherever it is: not greedily left to right")
+    if got != [97, 256]:
+        fail(f"bpe_encode('abc', [(98, 99), (97, 98)]) should be [97, 256]; got {got}")
+    got = fn("aaaaa", [(97, 97), (256, 256)])
+    if got != [257, 97]:
+        fail(f"'aaaaa' with [(97, 97), (256, 256)] should be [257, 97] (merges never overlap); got {got}")
+    if fn("é", []) != [195, 169]:
+        fail("start from the UTF-8 bytes: 'é' is [195, 169]")
+    passed("bpe_encode")
+
+
+def check_bpe_decode(fn) -> None:
+    merges = [(97, 97), (256, 256), (104, 105)]
+    got = fn([258, 33, 257, 256, 97], merges)
+    if got != "hi!aaaaaaa":
+        fail(f"bpe_decode([258, 33, 257, 256, 97], {merges}) should be 'hi!aaaaaaa' (257 = 256 + 256 = 'aaaa'); "
+             f"got {got!r}")
+    raw = "注".encode("utf-8")
+    got = fn([256, raw[2]], [(raw[0], raw[1])])
+    if got == "\ufffd\ufffd" or got == "\ufffd" * 3:
+        fail("join the bytes of ALL tokens first and decode once: a character may be split across tokens")
+    if got != "注":
+        fail(f"a character split over two tokens should come back whole ('注'); got {got!r}")
+    try:
+        cut = fn([raw[0], raw[1]], [])
+    except UnicodeDecodeError:
+        fail("decode with errors='replace': an incomplete character becomes U+FFFD instead of raising")
+    if cut != "\ufffd":
+        fail(f"the first two bytes of '注' should decode to '\\ufffd' (errors='replace'); got {cut!r}")
+    expect_value_error(fn, [300], [], what="an id that is not in the vocabulary")
+    passed("bpe_decode")
