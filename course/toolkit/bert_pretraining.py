@@ -14,11 +14,10 @@ grammar, always with words of the document's topic:
               | PRON VERB the ADJ NOUN in the PLACE .
               | the NOUN was ADJ .
               | then NAME VERB a NOUN with POSS NOUN .
-              | PRON walked to the PLACE with POSS NOUN .
               | BANK                                    (river and money documents only)
     BANK     -> PRON sat on the bank near the NOUN .      river: the words around "bank" say which bank
               | PRON went to the bank for a NOUN .        money: the words around "bank" say which bank
-              | PRON walked to the bank with POSS NOUN .  either topic: only the NOUN, AFTER "bank", says which
+              | the bank was ADJ .                        either topic: only the ADJ, AFTER "bank", says which
 
 NAME, PRON (she/he) and POSS (her/his) are the document's character throughout; PLACE, NOUN,
 VERB and ADJ are drawn uniformly from the topic's own word lists. "bank" is the one word that
@@ -38,30 +37,27 @@ NEXT, RANDOM = 0, 1  # NSP classes, as in BERT's code: 0 = "b follows a", 1 = "b
 TOPICS = {
     "river": {
         "PLACE": ["river", "lake", "forest", "valley"],
-        "NOUN": ["boat", "fish", "duck", "reed", "stone", "frog", "net", "tent", "heron", "willow", "canoe", "rod"],
-        "VERB": ["caught", "watched", "rowed", "fed", "painted", "followed", "found", "carried"],
-        "ADJ": ["muddy", "green", "quiet", "cold", "wild", "calm"],
+        "NOUN": ["boat", "fish", "duck", "reed", "stone", "frog", "net", "tent"],
+        "VERB": ["caught", "watched", "rowed", "fed", "painted", "followed"],
+        "ADJ": ["muddy", "green", "quiet", "cold"],
     },
     "money": {
         "PLACE": ["city", "office", "market", "town"],
-        "NOUN": ["loan", "coin", "account", "cheque", "salary", "debt", "card", "budget", "deposit", "tax",
-                 "wallet", "receipt"],
-        "VERB": ["paid", "saved", "counted", "borrowed", "signed", "checked", "sent", "earned"],
-        "ADJ": ["rich", "late", "large", "safe", "small", "yearly"],
+        "NOUN": ["loan", "coin", "account", "cheque", "salary", "debt", "card", "budget"],
+        "VERB": ["paid", "saved", "counted", "borrowed", "signed", "checked"],
+        "ADJ": ["rich", "late", "large", "safe"],
     },
     "kitchen": {
         "PLACE": ["kitchen", "cafe", "bakery", "canteen"],
-        "NOUN": ["soup", "bread", "onion", "pan", "spoon", "cake", "pepper", "kettle", "apple", "oven", "flour",
-                 "butter"],
-        "VERB": ["cooked", "sliced", "baked", "stirred", "tasted", "washed", "peeled", "mixed"],
-        "ADJ": ["hot", "sweet", "fresh", "salty", "warm", "crisp"],
+        "NOUN": ["soup", "bread", "onion", "pan", "spoon", "cake", "pepper", "kettle"],
+        "VERB": ["cooked", "sliced", "baked", "stirred", "tasted", "washed"],
+        "ADJ": ["hot", "sweet", "fresh", "salty"],
     },
     "football": {
         "PLACE": ["stadium", "pitch", "field", "club"],
-        "NOUN": ["ball", "goal", "coach", "team", "whistle", "boot", "match", "referee", "kick", "shirt", "trophy",
-                 "corner"],
-        "VERB": ["kicked", "scored", "passed", "won", "missed", "trained", "blocked", "chased"],
-        "ADJ": ["fast", "tired", "loud", "tall", "strong", "brave"],
+        "NOUN": ["ball", "goal", "coach", "team", "whistle", "boot", "match", "referee"],
+        "VERB": ["kicked", "scored", "passed", "won", "missed", "trained"],
+        "ADJ": ["fast", "tired", "loud", "tall"],
     },
 }
 TOPIC_NAMES = list(TOPICS)
@@ -69,13 +65,13 @@ BANK_TOPICS = ("river", "money")
 NAMES = {"anna": "she", "ben": "he", "clara": "she", "david": "he", "emma": "she", "felix": "he",
          "grace": "she", "henry": "he"}
 POSSESSIVE = {"she": "her", "he": "his"}
-FUNCTION_WORDS = ["the", "a", "to", "went", "in", "was", "then", "with", "sat", "on", "near", "for", "walked",
+FUNCTION_WORDS = ["the", "a", "to", "went", "in", "was", "then", "with", "sat", "on", "near", "for", 
                   "bank", "she", "he", "her", "his", "."]
 
 # Sentence kinds (what the grammar rule was), kept with each sentence for the experiments.
-INTRO, SIMPLE, PLACE_SENTENCE, DESCRIBE, THEN, WALKED = "intro", "simple", "place", "describe", "then", "walked"
-BANK_RIVER, BANK_MONEY, BANK_WALKED = "bank-river", "bank-money", "bank-walked"
-BANK_KINDS = (BANK_RIVER, BANK_MONEY, BANK_WALKED)
+INTRO, SIMPLE, PLACE_SENTENCE, DESCRIBE, THEN = "intro", "simple", "place", "describe", "then"
+BANK_RIVER, BANK_MONEY, BANK_DESCRIBED = "bank-river", "bank-money", "bank-described"
+BANK_KINDS = (BANK_RIVER, BANK_MONEY, BANK_DESCRIBED)
 
 
 def _vocabulary() -> list[str]:
@@ -132,12 +128,12 @@ class Corpus:
     def draw_kind(topic: str, rng: random.Random) -> str:
         if topic in BANK_TOPICS and rng.random() < 0.3:
             local = BANK_RIVER if topic == "river" else BANK_MONEY
-            return rng.choice([local, BANK_WALKED])
-        return rng.choice([SIMPLE, PLACE_SENTENCE, DESCRIBE, THEN, WALKED])
+            return rng.choice([local, BANK_DESCRIBED])
+        return rng.choice([SIMPLE, PLACE_SENTENCE, DESCRIBE, THEN])
 
     @staticmethod
-    def sentence(kind: str, topic: str, name: str, rng: random.Random) -> str:
-        words = TOPICS[topic]
+    def sentence(kind: str, topic: str, name: str, rng: random.Random, words: dict | None = None) -> str:
+        words = TOPICS[topic] if words is None else words
         pron = NAMES[name]
 
         def pick(slot: str) -> str:
@@ -153,39 +149,46 @@ class Corpus:
             return f"the {pick('NOUN')} was {pick('ADJ')} ."
         if kind == THEN:
             return f"then {name} {pick('VERB')} a {pick('NOUN')} with {POSSESSIVE[pron]} {pick('NOUN')} ."
-        if kind == WALKED:
-            return f"{pron} walked to the {pick('PLACE')} with {POSSESSIVE[pron]} {pick('NOUN')} ."
         if kind == BANK_RIVER:
             return f"{pron} sat on the bank near the {pick('NOUN')} ."
         if kind == BANK_MONEY:
             return f"{pron} went to the bank for a {pick('NOUN')} ."
-        if kind == BANK_WALKED:
-            return f"{pron} walked to the bank with {POSSESSIVE[pron]} {pick('NOUN')} ."
+        if kind == BANK_DESCRIBED:
+            return f"the bank was {pick('ADJ')} ."
         raise ValueError(f"unknown sentence kind {kind!r}")
 
-    def topic_sentences(self, per_topic: int, seed: int) -> tuple[list[list[int]], torch.Tensor]:
-        """Single sentences of the four topics for the few-label task, each with at least one topic
-        word (no "bank" sentences, no introductions): (sentences, labels (N,) topic index)."""
+    def topic_sentences(self, per_topic: int, half: int, seed: int) -> tuple[list[list[int]], torch.Tensor]:
+        """Single sentences of the four topics for the few-label task (no introductions, no "bank"):
+        (sentences, labels (N,) topic index). Each sentence uses only one HALF of every topic word list
+        (half 0: the words at even positions, half 1: at odd positions), so sentences of half 0 and
+        half 1 share no topic word at all."""
         rng = random.Random(seed)
         sentences, labels = [], []
         for _ in range(per_topic):
             for label, topic in enumerate(TOPIC_NAMES):
+                words = {slot: TOPICS[topic][slot][half::2] for slot in ("PLACE", "NOUN", "VERB", "ADJ")}
                 kind = rng.choice([SIMPLE, PLACE_SENTENCE, DESCRIBE, THEN])
-                sentences.append(encode(self.sentence(kind, topic, rng.choice(list(NAMES)), rng)))
+                sentences.append(encode(self.sentence(kind, topic, rng.choice(list(NAMES)), rng, words)))
                 labels.append(label)
         order = rng.sample(range(len(labels)), len(labels))
         return [sentences[i] for i in order], torch.tensor([labels[i] for i in order])
 
     def bank_occurrences(self):
-        """Every "bank" sentence with the sentence before it: (previous, bank sentence, sense, late),
-        sense 0 = river bank, 1 = money bank; late = only a word AFTER "bank" says which (the
-        "walked to the bank with ..." sentences)."""
+        """Every "bank" sentence: (sentence, sense, late), sense 0 = river bank, 1 = money bank;
+        late = only a word AFTER "bank" says which (the "the bank was ADJ ." sentences)."""
         out = []
         for doc, kinds, topic in zip(self.documents, self.kinds, self.topics):
-            for i, kind in enumerate(kinds):
+            for sentence, kind in zip(doc, kinds):
                 if kind in BANK_KINDS:
-                    out.append((doc[i - 1], doc[i], BANK_TOPICS.index(topic), kind == BANK_WALKED))
+                    out.append((sentence, BANK_TOPICS.index(topic), kind == BANK_DESCRIBED))
         return out
+
+
+def is_introduction(sentence) -> bool:
+    """Whether a sentence is a document's first one, "NAME went to the PLACE ." (no other rule starts
+    with a name followed by "went")."""
+    ids = [int(i) for i in sentence]
+    return len(ids) > 1 and VOCAB[ids[0]] in NAMES and VOCAB[ids[1]] == "went"
 
 
 def pad_batch(rows: list[list[int]], pad_value: int = PAD) -> torch.Tensor:
@@ -398,14 +401,14 @@ def project_2d(vectors: torch.Tensor) -> torch.Tensor:
 
 
 def plot_senses(points: torch.Tensor, senses: torch.Tensor, ambiguous: torch.Tensor, title: str, ax=None):
-    """2-D points coloured by sense (river / money); hollow markers: the sentence alone is ambiguous."""
+    """2-D points coloured by sense (river / money); hollow markers: only the word after "bank" tells."""
     if ax is None:
         _, ax = plt.subplots(figsize=(4.6, 4.2))
     points = points.detach().cpu()
     for sense, (name, color) in enumerate((("river bank", "tab:blue"), ("money bank", "tab:orange"))):
         for amb, face in ((False, color), (True, "none")):
             keep = (senses == sense) & (ambiguous == amb)
-            label = f"{name}{' (sentence alone ambiguous)' if amb else ''}"
+            label = f"{name}{' (the bank was ADJ .)' if amb else ''}"
             ax.scatter(points[keep, 0], points[keep, 1], s=16, facecolors=face, edgecolors=color, lw=0.8,
                        label=label)
     ax.set_title(title, fontsize=10)
@@ -430,7 +433,7 @@ def bar_accuracies(results: dict[str, float], chance: float, title: str):
     for i, n in enumerate(names):
         ax.text(100 * results[n] + 1, i, f"{100 * results[n]:.1f}%", va="center", fontsize=9)
     ax.axvline(100 * chance, color="0.5", ls="--", lw=1)
-    ax.text(100 * chance + 0.5, len(names) - 0.45, "chance", color="0.4", fontsize=8)
+    ax.text(100 * chance + 0.5, -0.55, "chance", color="0.4", fontsize=8)
     ax.set_xlim(0, 110)
     ax.set_xlabel("test accuracy (%)")
     ax.set_title(title, fontsize=10)
