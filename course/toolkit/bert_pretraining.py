@@ -19,9 +19,11 @@ grammar, always with words of the document's topic:
               | PRON went to the bank for a NOUN .        money: the words around "bank" say which bank
               | the bank was ADJ .                        either topic: only the ADJ, AFTER "bank", says which
 
-NAME, PRON (she/he) and POSS (her/his) are the document's character throughout; PLACE, NOUN,
-VERB and ADJ are drawn uniformly from the topic's own word lists. "bank" is the one word that
-two topics share, with two meanings.
+A document has 4 to 7 sentences. Each later sentence of a river or money document is a BANK
+sentence with probability 0.3 (its two forms equally likely); otherwise the four other rules are
+equally likely. NAME, PRON (she/he) and POSS (her/his) are the document's character throughout;
+PLACE, NOUN, VERB and ADJ are drawn uniformly from the topic's own word lists. "bank" is the one
+word that two topics share, with two meanings.
 """
 from __future__ import annotations
 
