@@ -48,6 +48,7 @@ CHAPTERS = [
     Chapter("04", "multi_head_attention"),
     Chapter("05", "add_and_norm"),
     Chapter("06", "decoder_masking"),
+    Chapter("07", "bert_pretraining"),
     Chapter("08", "gpt_generation"),
     Chapter("09", "llama_modern"),
 ]

@@ -22,6 +22,7 @@ STATED_RESULTS = {
     "multi_head_attention": (r"H = 2: [\d,]+ attention parameters, accuracy left neighbour ([\d.]+)%", 99.0),
     "add_and_norm": (r"Pre-LN, no warm-up\s+final loss [\d.]+\s+accuracy on \d+ new sequences ([\d.]+)%", 85.0),
     "decoder_masking": (r"exact-match accuracy on \d+ held-out sequences: ([\d.]+)%", 98.0),
+    "bert_pretraining": (r"held-out masked-token accuracy ([\d.]+)% \(most-frequent-token baseline", 45.0),
     "gpt_generation": (r"held-out exact match: ([\d.]+)% of \d+ problems never seen in training", 99.0),
     "llama_modern": (r"LLaMA-style .* exact match on \d+ held-out problems: ([\d.]+)%", 90.0),
 }
