@@ -1,4 +1,4 @@
-"""Conceptual figures for chapter 08 (GPT, the KV cache), drawn into images/gpt_generation/.
+"""Conceptual figures for chapter 08 (GPT, the KV cache), drawn into course/08_gpt_generation/images/.
 
 Run: python images/gpt_generation_figures.py
 """
@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "gpt_generation"
+OUT = Path(__file__).resolve().parents[1] / "course" / "08_gpt_generation" / "images"
 DPI = 100
 
 ATTN, NORM, FFN, EMB, OUTC, CACHE = "#fde2c8", "#f3f3f3", "#d9ead3", "#e8eef7", "#e4dcf1", "#fff2a8"

@@ -6,6 +6,11 @@ A problem a + b with `num_digits`-digit operands is the token sequence
 so every problem has the same length 3 * num_digits + 3 and no padding is needed. The sum is
 written least-significant digit first: then each answer digit depends only on digits the model
 has already seen and on one carry, which is what a left-to-right model can learn.
+
+Training problems may mix in operand digits set to 0 (`zero_digit_prob`). With uniform digits, an
+answer digit (a_i + b_i + carry) mod 10 is independent of every single operand digit, so the
+gradient carries no hint of which positions to attend to and training can stall with one answer
+digit at chance; where b_i = 0 the answer digit equals a_i, a signal attention can follow.
 """
 from __future__ import annotations
 
@@ -27,10 +32,13 @@ class AdditionTask:
     """
 
     def __init__(self, num_digits: int = 3, num_held_out: int = 1000, reverse_answer: bool = True,
-                 seed: int = 0):
+                 seed: int = 0, zero_digit_prob: float = 0.0):
         if num_digits < 1:
             raise ValueError(f"num_digits must be at least 1, got {num_digits}")
+        if not 0.0 <= zero_digit_prob < 1.0:
+            raise ValueError(f"zero_digit_prob must be in [0, 1), got {zero_digit_prob}")
         self.num_digits, self.reverse_answer = num_digits, reverse_answer
+        self.zero_digit_prob = zero_digit_prob
         self.vocab_size = len(VOCAB)
         self.seq_len = 3 * num_digits + 3
         self.block_size = self.seq_len - 1
@@ -55,13 +63,25 @@ class AdditionTask:
         plus, equals = torch.full((N, 1), PLUS), torch.full((N, 1), EQUALS)
         return torch.cat([self._digits(a, n), plus, self._digits(b, n), equals, answer], dim=1)
 
+    def _draw_codes(self, n: int) -> torch.Tensor:
+        """n problems as codes a * 10**num_digits + b; each operand digit is 0 with zero_digit_prob."""
+        limit = 10 ** self.num_digits
+        codes = torch.randint(0, limit * limit, (n,), generator=self.generator)
+        if self.zero_digit_prob > 0:
+            digits = self._digits(torch.cat([codes // limit, codes % limit]), self.num_digits)  # (2n, num_digits)
+            zero = torch.rand(digits.shape, generator=self.generator) < self.zero_digit_prob
+            powers = 10 ** torch.arange(self.num_digits - 1, -1, -1)
+            a, b = (digits.masked_fill(zero, 0) * powers).sum(1).split(n)
+            codes = a * limit + b
+        return codes
+
     def sample(self, batch_size: int) -> torch.Tensor:
         """(B, L) fresh training problems, none of them in the held-out set."""
         limit = 10 ** self.num_digits
-        codes = torch.randint(0, limit * limit, (batch_size,), generator=self.generator)
+        codes = self._draw_codes(batch_size)
         clash = torch.isin(codes, self._held_out_codes)
-        while clash.any():  # redraw the (rare) held-out problems
-            codes[clash] = torch.randint(0, limit * limit, (int(clash.sum()),), generator=self.generator)
+        while clash.any():  # redraw the held-out problems
+            codes[clash] = self._draw_codes(int(clash.sum()))
             clash = torch.isin(codes, self._held_out_codes)
         return self.encode(codes // limit, codes % limit)
 
