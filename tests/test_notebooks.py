@@ -27,9 +27,18 @@ STATED_RESULTS = {
     "llama_modern": (r"LLaMA-style .* exact match on \d+ held-out problems: ([\d.]+)%", 90.0),
 }
 
-# Loaded by the inner pytest run: keeps what each cell printed, for STATED_RESULTS.
+# Loaded by the inner pytest run: keeps what each cell printed, for STATED_RESULTS, and gives nbval
+# more patience for output messages.
 RECORDER = '''
 import json, os
+
+
+def pytest_collection_modifyitems(items):
+    # nbval waits only 5 s for each output message after a cell finishes; a loaded 2-core CI
+    # machine can take longer to deliver a figure, which failed a correct notebook once.
+    for item in items:
+        if hasattr(item, "output_timeout"):
+            item.output_timeout = 60
 
 def pytest_runtest_teardown(item, nextitem):
     outputs = getattr(item, "test_outputs", None) or []
