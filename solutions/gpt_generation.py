@@ -17,7 +17,8 @@ class GPT(nn.Module):
     Args:
         vocab_size: V; block_size: the most positions the model can see (its context);
         n_layer: how many blocks; n_head: H, must divide d_model; d_model: D;
-        dropout: on the embeddings, on the attention weights and on each sublayer's output.
+        dropout: on the embeddings, on the attention weights and on each sublayer's output, in
+            training mode; in eval mode the logits are dropout-free.
     Attributes (weights are loaded by these names):
         token_embedding: nn.Embedding(V, D), which is also the output layer (tied weights);
         position_embedding: nn.Embedding(block_size, D), one learned vector per position;
@@ -44,7 +45,8 @@ class GPT(nn.Module):
     Raises:
         ValueError if d_model % n_head != 0, idx is not (B, T), or S + T > block_size.
     Build attention from split_heads, merge_heads and scaled_dot_product_attention (or your own
-    code); do not call F.scaled_dot_product_attention or nn.MultiheadAttention.
+    code); do not call F.scaled_dot_product_attention, nn.MultiheadAttention,
+    F.multi_head_attention_forward, nn.TransformerDecoderLayer or nn.TransformerEncoderLayer.
     """
 
     def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, d_model: int,
@@ -108,7 +110,8 @@ def next_token_targets(idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         idx: (B, T) token ids, T >= 2.
     Returns:
         (inputs, targets), both (B, T - 1): inputs = idx[:, :-1], targets = idx[:, 1:], so
-        targets[:, t] is the token that follows inputs[:, t].
+        targets[:, t] is the token that follows inputs[:, t]. Both keep idx's dtype (int32 stays
+        int32); idx is not modified.
     Raises:
         ValueError if idx is not 2-dimensional or T < 2.
     """
@@ -126,7 +129,8 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
         logits: (..., V), may hold -inf (tokens already ruled out).
         temperature: a positive number.
     Returns:
-        logits / temperature, a new tensor of the same shape and dtype (logits is not modified).
+        logits / temperature, a new tensor of the same shape and dtype (float64 stays float64);
+        logits is not modified.
     Raises:
         ValueError if temperature <= 0.
     """
@@ -144,9 +148,9 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
         logits: (..., V); every row (every index of the leading axes) is filtered on its own.
         k: how many tokens to keep, k >= 1; k >= V keeps every token.
     Returns:
-        a new tensor of the same shape and dtype: every logit strictly below the row's k-th
-        largest becomes -inf; ties with the k-th largest are all kept (so a row may keep more
-        than k tokens). logits is not modified.
+        a new tensor of the same shape and dtype (float64 stays float64): every logit strictly
+        below the row's k-th largest becomes -inf; ties with the k-th largest are all kept (so a
+        row may keep more than k tokens). logits is not modified.
     Raises:
         ValueError if k < 1.
     """
@@ -167,10 +171,10 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
         logits: (..., V); every row is filtered on its own; probabilities are softmax(logits).
         p: in (0, 1].
     Returns:
-        a new tensor of the same shape and dtype. Sort a row's tokens by probability, largest
-        first: token i is kept when the mass of the tokens before it is < p, so the token that
-        crosses p is kept and the top token always is; every other logit becomes -inf.
-        logits is not modified.
+        a new tensor of the same shape and dtype (float64 stays float64). Sort a row's tokens by
+        probability, largest first: token i is kept when the mass of the tokens before it is < p,
+        so the token that crosses p is kept and the top token always is; every other logit
+        becomes -inf. logits is not modified.
     Raises:
         ValueError if p is not in (0, 1].
     """

@@ -17,7 +17,8 @@ class RMSNorm(nn.Module):
         eps: added to the mean square INSIDE the square root.
     Attributes:
         weight: nn.Parameter (D,), initialised to ones. No bias.
-    forward(x (..., D)) -> (..., D), x's dtype: x / sqrt(mean(x**2 over the last axis) + eps) * weight.
+    forward(x (..., D)) -> (..., D), x's dtype (float64 stays float64, as after module.double()):
+        x / sqrt(mean(x**2 over the last axis) + eps) * weight.
         No mean is subtracted (that is LayerNorm's job, not RMSNorm's).
     Raises:
         ValueError in forward if x's last size is not D.
@@ -77,8 +78,8 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, offset: in
         cos, sin: (L, Dh) tables from rope_frequencies, L >= offset + T.
         offset: the position of row 0 (the number of tokens already in a KV cache), >= 0.
     Returns:
-        (B, H, T, Dh), x's dtype: with x1 = x[..., :Dh/2], x2 = x[..., Dh/2:] and c, s the rows
-        offset .. offset + T - 1 of cos and sin,
+        (B, H, T, Dh), x's dtype (float64 stays float64): with x1 = x[..., :Dh/2],
+        x2 = x[..., Dh/2:] and c, s the rows offset .. offset + T - 1 of cos and sin,
         out = x * c + cat(-x2, x1) * s, i.e. (x1 c - x2 s, x2 c + x1 s).
     Raises:
         ValueError if x is not 4-dimensional, cos or sin is not (L, Dh), offset < 0, or offset + T > L.
@@ -127,7 +128,7 @@ class SwiGLUFeedForward(nn.Module):
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    """Give every query head its key/value head: repeat each kv head n_rep times, in place.
+    """Give every query head its key/value head: repeat each kv head n_rep times, side by side.
 
     Args:
         x: (B, Hkv, T, Dh) keys or values.
@@ -169,8 +170,8 @@ class GroupedQueryAttention(nn.Module):
         ValueError in __init__ if D % H, H % Hkv or Dh is odd; in forward if x is not (B, T, D)
         or T > max_len.
     Use rope_frequencies, apply_rope and repeat_kv, and the imported split_heads, merge_heads,
-    scaled_dot_product_attention and causal_mask; do not call F.scaled_dot_product_attention or
-    nn.MultiheadAttention.
+    scaled_dot_product_attention and causal_mask; do not call F.scaled_dot_product_attention,
+    F.multi_head_attention_forward or nn.MultiheadAttention.
     """
 
     def __init__(self, d_model: int, num_heads: int, num_kv_heads: int, max_len: int,
@@ -226,7 +227,8 @@ class LlamaBlock(nn.Module):
         x = x + attn(attn_norm(x))
         x = x + ffn(ffn_norm(x))
         The residual stream x itself is never normalised inside the block.
-    Use your RMSNorm, GroupedQueryAttention and SwiGLUFeedForward.
+    Use your RMSNorm, GroupedQueryAttention and SwiGLUFeedForward; do not call nn.RMSNorm, F.rms_norm,
+    F.scaled_dot_product_attention, F.multi_head_attention_forward or nn.MultiheadAttention.
     """
 
     def __init__(self, d_model: int, num_heads: int, num_kv_heads: int, d_hidden: int, max_len: int,

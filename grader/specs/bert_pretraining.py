@@ -65,13 +65,14 @@ def assert_unchanged(before, after, what="the input"):
 gelu = Exercise("gelu", points=1, forbidden=GELU_ROUTINES)
 
 
-@gelu.check("matches F.gelu(approximate='tanh') on [-6, 6], shape (3, 401) kept")
+@gelu.check("matches F.gelu(approximate='tanh') on [-6, 6], shape (3, 401) kept", states=("same shape and dtype",))
 def _(fn):
     x = torch.linspace(-6, 6, 1203).reshape(3, 401)
     assert_tensor(fn(x), gelu_oracle(x), atol=1e-6, what="gelu(x)")
 
 
-@gelu.check("the tanh form, not the exact erf form: fixed values at x = -3, -2.2, -1, 0, 0.5, 1, 2.2, 3")
+@gelu.check("the tanh form, not the exact erf form: fixed values at x = -3, -2.2, -1, 0, 0.5, 1, 2.2, 3",
+            states=("in its tanh form", "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))"))
 def _(fn):
     x = torch.tensor([-3.0, -2.2, -1.0, 0.0, 0.5, 1.0, 2.2, 3.0])
     xd = x.double()
@@ -79,13 +80,14 @@ def _(fn):
     assert_tensor(fn(x), expected.float(), atol=2e-6, what="gelu at fixed points")
 
 
-@gelu.check("float64 in, float64 out, with the float64 values of the formula")
+@gelu.check("float64 in, float64 out, with the float64 values of the formula", states=("float64 stays float64",))
 def _(fn):
     x = 3 * randn(5, 7, seed=701).double()
     assert_tensor(fn(x), gelu_oracle(x), atol=1e-9, what="gelu(float64 x)")
 
 
-@gelu.check("large inputs (|x| up to 1000) give finite values: x for large x, 0 for very negative x")
+@gelu.check("large inputs (|x| up to 1000) give finite values: x for large x, 0 for very negative x",
+            states=("Finite for every finite x", "use torch.tanh, which saturates"))
 def _(fn):
     x = torch.tensor([-1000.0, -100.0, -30.0, -10.0, 10.0, 30.0, 100.0, 1000.0])
     out = fn(x)
@@ -95,7 +97,8 @@ def _(fn):
     assert_tensor(out, gelu_oracle(x), atol=1e-4, what="gelu for large |x|")
 
 
-@gelu.check("the input is not modified, and gradients flow (d gelu / dx equals torch's)")
+@gelu.check("the input is not modified, and gradients flow (d gelu / dx equals torch's)",
+            states=("The input is not modified",))
 def _(fn):
     x = randn(4, 6, seed=702)
     before = x.clone()
@@ -131,18 +134,22 @@ def assert_pair_result(result, ids, segments, what):
     assert_int_list(result[1], segments, f"segment_ids of {what}")
 
 
-@build_pair_input.check("a pair: [CLS] a [SEP] b [SEP], segment 0 up to and including the first [SEP]")
+@build_pair_input.check("a pair: [CLS] a [SEP] b [SEP], segment 0 up to and including the first [SEP]",
+                        states=("input_ids = [cls_id] + tokens_a + [sep_id] + tokens_b + [sep_id]",
+                                "every token of a and the FIRST [SEP]"))
 def _(fn):
     assert_pair_result(fn([7, 8, 9], [10, 11], 1, 2), [1, 7, 8, 9, 2, 10, 11, 2], [0, 0, 0, 0, 0, 1, 1, 1],
                        "build_pair_input([7, 8, 9], [10, 11], 1, 2)")
 
 
-@build_pair_input.check("tokens_b=None: [CLS] a [SEP], all segment 0")
+@build_pair_input.check("tokens_b=None: [CLS] a [SEP], all segment 0",
+                        states=("just [cls_id] + tokens_a + [sep_id] when tokens_b is None",))
 def _(fn):
     assert_pair_result(fn([5, 6], None, 1, 2), [1, 5, 6, 2], [0, 0, 0, 0], "build_pair_input([5, 6], None, 1, 2)")
 
 
-@build_pair_input.check("other special ids (101, 102), b longer than a, an empty b")
+@build_pair_input.check("other special ids (101, 102), b longer than a, an empty b",
+                        states=("cls_id, sep_id: the ids of [CLS] and [SEP]", "possibly empty"))
 def _(fn):
     assert_pair_result(fn([9], [4, 4, 5, 6], 101, 102), [101, 9, 102, 4, 4, 5, 6, 102], [0, 0, 0, 1, 1, 1, 1, 1],
                        "build_pair_input([9], [4, 4, 5, 6], 101, 102)")
@@ -150,7 +157,9 @@ def _(fn):
                        "build_pair_input([3, 8], [], 101, 102)")
 
 
-@build_pair_input.check("tokens_a and tokens_b are not modified, and the results are new lists")
+@build_pair_input.check("tokens_a and tokens_b are not modified, and the results are new lists",
+                        states=("two new lists of ints",
+                                "tokens_a and tokens_b are not modified (build new lists; do not append to them)"))
 def _(fn):
     a, b = [7, 8, 9], [10, 11]
     ids, segments = fn(a, b, 1, 2)
@@ -164,7 +173,8 @@ def _(fn):
         raise AssertionError(f"with tokens_b=None, tokens_a was modified to {a2}")
 
 
-@build_pair_input.check("random lengths: lengths agree, segment 1 covers exactly b and the last [SEP]")
+@build_pair_input.check("random lengths: lengths agree, segment 1 covers exactly b and the last [SEP]",
+                        states=("1 for every token of b and the last [SEP]",))
 def _(fn):
     g = seeded(703)
     for _ in range(20):
@@ -175,7 +185,7 @@ def _(fn):
                            f"build_pair_input(a of length {la}, b of length {lb}, 0, 3)")
 
 
-@build_pair_input.check("an empty tokens_a raises ValueError")
+@build_pair_input.check("an empty tokens_a raises ValueError", states=("ValueError if tokens_a is empty",))
 def _(fn):
     assert_raises_value_error(fn, [], [4, 5], 1, 2)
     assert_raises_value_error(fn, [], None, 1, 2)
@@ -240,7 +250,9 @@ def ids_and_segments(B, T, seed, num_segments=2):
     return ids, segments
 
 
-@BertEmbeddings.check("parameters: token (V, D), segment (num_segments, D), position (max_len, D), norm weight and bias")
+@BertEmbeddings.check("parameters: token (V, D), segment (num_segments, D), position (max_len, D), norm weight and bias",
+                      states=("token: nn.Embedding(V, D)", "segment: nn.Embedding(num_segments, D)",
+                              "position: nn.Embedding(max_len, D)", "norm: LayerNorm(D, eps=1e-12)"))
 def _(cls):
     m = cls(EV_, ED_, EL_, num_segments=2)
     params = {k: tuple(v.shape) for k, v in m.named_parameters()}
@@ -250,14 +262,16 @@ def _(cls):
         raise AssertionError(f"parameters {params}, expected {expected}")
 
 
-@BertEmbeddings.check("equals F.layer_norm(token + segment + position, eps=1e-12) with seeded weights (B=3, T=7)")
+@BertEmbeddings.check("equals F.layer_norm(token + segment + position, eps=1e-12) with seeded weights (B=3, T=7)",
+                      states=("dropout(norm(token(input_ids) + segment(segment_ids) + position(p)))",))
 def _(cls):
     m, state = loaded_embeddings(cls, 710)
     ids, segments = ids_and_segments(3, 7, 711)
     assert_tensor(m(ids, segments), embeddings_oracle(state, ids, segments), atol=1e-5, what="BertEmbeddings(ids, segments)")
 
 
-@BertEmbeddings.check("LayerNorm eps is 1e-12: tiny embeddings (variance ~1e-6) are still normalised to unit scale")
+@BertEmbeddings.check("LayerNorm eps is 1e-12: tiny embeddings (variance ~1e-6) are still normalised to unit scale",
+                      states=("LayerNorm(D, eps=1e-12) (BERT's eps, not the 1e-5 default)",))
 def _(cls):
     m, state = loaded_embeddings(cls, 720, scale=1e-3)
     ids, segments = ids_and_segments(2, 6, 721)
@@ -265,7 +279,9 @@ def _(cls):
                   what="BertEmbeddings output for tiny embeddings")
 
 
-@BertEmbeddings.check("segment_ids=None means segment 0 everywhere; num_segments=3 works")
+@BertEmbeddings.check("segment_ids=None means segment 0 everywhere; num_segments=3 works",
+                      states=("segment_ids None means every token is in segment 0",
+                              "segment: nn.Embedding(num_segments, D)"))
 def _(cls):
     m, state = loaded_embeddings(cls, 730)
     ids, _ = ids_and_segments(2, 5, 731)
@@ -277,7 +293,8 @@ def _(cls):
                   what="BertEmbeddings with num_segments=3 (segment ids 0 and 2)")
 
 
-@BertEmbeddings.check("positions count 0..T-1 in every row: each row alone and a shorter T give the same vectors")
+@BertEmbeddings.check("positions count 0..T-1 in every row: each row alone and a shorter T give the same vectors",
+                      states=("p = 0..T-1 is the position within each row",))
 def _(cls):
     m, _ = loaded_embeddings(cls, 740)
     ids, segments = ids_and_segments(3, EL_, 741)
@@ -286,7 +303,9 @@ def _(cls):
     assert_tensor(m(ids[:, :4], segments[:, :4]), full[:, :4].detach(), atol=1e-6, what="the first 4 positions")
 
 
-@BertEmbeddings.check("dropout after the norm: eval mode is dropout-free; training mode zeroes ~p and scales the rest by 1/(1-p)")
+@BertEmbeddings.check("dropout after the norm: eval mode is dropout-free; training mode zeroes ~p and scales the rest by 1/(1-p)",
+                      states=("nn.Dropout(dropout), applied after the norm",
+                              "in training mode; in eval mode the output is dropout-free"))
 def _(cls):
     m, state = loaded_embeddings(cls, 750, dropout=0.5)
     ids, segments = ids_and_segments(6, 10, 751)
@@ -301,7 +320,8 @@ def _(cls):
     assert_tensor(out[~zero], 2 * expected[~zero], atol=1e-4, what="the kept entries (x 1/(1-p)) in training mode")
 
 
-@BertEmbeddings.check("T > max_len, 1-D input_ids or segment_ids of another shape raise ValueError")
+@BertEmbeddings.check("T > max_len, 1-D input_ids or segment_ids of another shape raise ValueError",
+                      states=("ValueError if input_ids is not 2-dimensional, segment_ids has another shape, or T > max_len",))
 def _(cls):
     m = cls(EV_, ED_, EL_)
     assert_raises_value_error(m, torch.zeros(2, EL_ + 1, dtype=torch.long))
@@ -343,7 +363,8 @@ def run_masking(fn, ids, p, seed, vocab=MV_, special=SPECIAL):
     return masked, labels
 
 
-@mask_tokens.check("returns new int64 (B, T) tensors; the input is not modified")
+@mask_tokens.check("returns new int64 (B, T) tensors; the input is not modified",
+                   states=("both (B, T) int64, new tensors", "The input is not modified"))
 def _(fn):
     ids = corpus_batch(8, 20, 760)
     masked, labels = run_masking(fn, ids, 0.5, 761)
@@ -351,7 +372,8 @@ def _(fn):
         raise AssertionError("masked_ids shares memory with input_ids: return a new tensor (clone first)")
 
 
-@mask_tokens.check("special tokens are never chosen: label -100 and id unchanged at [PAD], [CLS], [SEP], [MASK]")
+@mask_tokens.check("special tokens are never chosen: label -100 and id unchanged at [PAD], [CLS], [SEP], [MASK]",
+                   states=("the ids never chosen", "special tokens never"))
 def _(fn):
     ids = corpus_batch(200, 40, 762)
     masked, labels = run_masking(fn, ids, 0.9, 763)
@@ -361,7 +383,9 @@ def _(fn):
     assert_tensor(masked[special], ids[special], atol=0, rtol=0, what="masked_ids at special positions")
 
 
-@mask_tokens.check("labels: the ORIGINAL id at chosen positions (also where it was replaced), -100 elsewhere; unchosen ids unchanged")
+@mask_tokens.check("labels: the ORIGINAL id at chosen positions (also where it was replaced), -100 elsewhere; unchosen ids unchanged",
+                   states=("labels hold the ORIGINAL id at chosen positions (whatever replaced it) and -100 elsewhere",
+                           "tokens not chosen stay unchanged"))
 def _(fn):
     ids = corpus_batch(200, 40, 764)
     masked, labels = run_masking(fn, ids, 0.3, 765)
@@ -379,7 +403,8 @@ def non_special(ids):
     return ~torch.isin(ids, torch.tensor(SPECIAL))
 
 
-@mask_tokens.check("about p of the non-special tokens are chosen (p = 0.15 and p = 0.4, binomial bounds)")
+@mask_tokens.check("about p of the non-special tokens are chosen (p = 0.15 and p = 0.4, binomial bounds)",
+                   states=("every non-special token is chosen independently with probability p",))
 def _(fn):
     ids = corpus_batch(400, 50, 766)
     n = int(non_special(ids).sum())
@@ -389,7 +414,9 @@ def _(fn):
         assert_number_near(rate, p, math.sqrt(p * (1 - p) / n), f"the fraction of non-special tokens chosen at p={p}")
 
 
-@mask_tokens.check("chosen tokens: 80% [MASK], 10% a random id, 10% unchanged (binomial bounds)")
+@mask_tokens.check("chosen tokens: 80% [MASK], 10% a random id, 10% unchanged (binomial bounds)",
+                   states=("a chosen token becomes mask_id with probability 0.8",
+                           "with probability 0.1, and stays unchanged with probability 0.1"))
 def _(fn):
     ids = corpus_batch(400, 50, 769)
     masked, labels = run_masking(fn, ids, 0.5, 770)
@@ -405,7 +432,8 @@ def _(fn):
                            f"the fraction of chosen tokens that end up {what}")
 
 
-@mask_tokens.check("random replacements are uniform over [0, vocab_size), special ids included (every id, V=10)")
+@mask_tokens.check("random replacements are uniform over [0, vocab_size), special ids included (every id, V=10)",
+                   states=("a random id drawn uniformly from [0, vocab_size) (any id, special ones included",))
 def _(fn):
     V = 10
     ids = corpus_batch(400, 50, 771, vocab=V)
@@ -422,7 +450,8 @@ def _(fn):
                                  f"gives about {expected:.0f}")
 
 
-@mask_tokens.check("each token is chosen independently: per-row counts spread like a binomial")
+@mask_tokens.check("each token is chosen independently: per-row counts spread like a binomial",
+                   states=("chosen independently",))
 def _(fn):
     ids = corpus_batch(400, 50, 773)
     _, labels = run_masking(fn, ids, 0.3, 774)
@@ -435,7 +464,9 @@ def _(fn):
                              f"about {expected:.2f} (choose each token on its own, not a fixed number per row)")
 
 
-@mask_tokens.check("all randomness from generator: same seed -> same output whatever torch's global seed; other seed -> other")
+@mask_tokens.check("all randomness from generator: same seed -> same output whatever torch's global seed; other seed -> other",
+                   states=("the source of ALL randomness (None: torch's global generator)",
+                           "Draw every random number from `generator`"))
 def _(fn):
     ids = corpus_batch(20, 30, 775)
     torch.manual_seed(1)
@@ -455,7 +486,8 @@ def _(fn):
         raise AssertionError("generator=None should work (torch's global generator)")
 
 
-@mask_tokens.check("mlm_probability 0 chooses nothing and 1 every non-special token; special_ids as a list or set")
+@mask_tokens.check("mlm_probability 0 chooses nothing and 1 every non-special token; special_ids as a list or set",
+                   states=("any iterable of ints", "mlm_probability: p in [0, 1]"))
 def _(fn):
     ids = corpus_batch(10, 30, 778)
     masked, labels = run_masking(fn, ids, 0.0, 779, special=list(SPECIAL))
@@ -465,7 +497,8 @@ def _(fn):
     assert_tensor(labels, torch.where(non_special(ids), ids, -100), atol=0, rtol=0, what="labels at p=1")
 
 
-@mask_tokens.check("mlm_probability outside [0, 1] or 1-D input_ids raise ValueError")
+@mask_tokens.check("mlm_probability outside [0, 1] or 1-D input_ids raise ValueError",
+                   states=("ValueError if input_ids is not 2-dimensional or mlm_probability is outside [0, 1]",))
 def _(fn):
     ids = corpus_batch(2, 10, 781)
     assert_raises_value_error(fn, ids, MV_, MASK_ID, SPECIAL, 1.5, seeded(0))
@@ -506,7 +539,11 @@ def checked_examples(fn, documents, seed):
     return examples
 
 
-@make_nsp_examples.check("one example per sentence that has a next sentence: n - 1 per document, each a once")
+@make_nsp_examples.check("one example per sentence that has a next sentence: n - 1 per document, each a once",
+                         states=("one for every sentence a that has a next sentence in its document",
+                                 "n - 1 examples",
+                                 "a and b are the sentence lists themselves (or copies); is_next is a Python bool",
+                                 "The documents are not modified"))
 def _(fn):
     documents = numbered_documents([5, 1, 8, 3, 2], 790)
     examples = checked_examples(fn, documents, 791)
@@ -521,7 +558,8 @@ def _(fn):
             raise AssertionError("a should be the sentence itself (its token ids)")
 
 
-@make_nsp_examples.check("is_next examples: b is the sentence right after a, in the same document")
+@make_nsp_examples.check("is_next examples: b is the sentence right after a, in the same document",
+                         states=("b is the sentence right after a and is_next is True",))
 def _(fn):
     documents = numbered_documents([6] * 30, 792)
     positives = [(a, b) for a, b, is_next in checked_examples(fn, documents, 793) if is_next]
@@ -534,7 +572,8 @@ def _(fn):
                                  f"b should be the next sentence {(d, j + 1)}")
 
 
-@make_nsp_examples.check("not-next examples: b is a sentence of ANOTHER document")
+@make_nsp_examples.check("not-next examples: b is a sentence of ANOTHER document",
+                         states=("b is a random sentence of ANOTHER document",))
 def _(fn):
     documents = numbered_documents([6] * 30, 794)
     negatives = [(a, b) for a, b, is_next in checked_examples(fn, documents, 795) if not is_next]
@@ -550,7 +589,8 @@ def _(fn):
             raise AssertionError("b should be one of the documents' sentences (its token ids)")
 
 
-@make_nsp_examples.check("is_next is True for about half the examples (binomial bounds)")
+@make_nsp_examples.check("is_next is True for about half the examples (binomial bounds)",
+                         states=("with probability 1/2",))
 def _(fn):
     documents = numbered_documents([7] * 200, 796)
     examples = checked_examples(fn, documents, 797)
@@ -558,7 +598,8 @@ def _(fn):
     assert_number_near(frac, 0.5, math.sqrt(0.25 / len(examples)), "the fraction of is_next examples")
 
 
-@make_nsp_examples.check("random sentences come from every other document about equally, at random positions")
+@make_nsp_examples.check("random sentences come from every other document about equally, at random positions",
+                         states=("a document drawn uniformly from the others, then a sentence drawn uniformly from it",))
 def _(fn):
     documents = numbered_documents([150] * 5, 798)
     negatives = [(origin(a), origin(b)) for a, b, is_next in checked_examples(fn, documents, 799) if not is_next]
@@ -585,7 +626,9 @@ def _(fn):
                              "position at random")
 
 
-@make_nsp_examples.check("one-sentence documents give no example but can supply random sentences")
+@make_nsp_examples.check("one-sentence documents give no example but can supply random sentences",
+                         states=("a document of n sentences gives n - 1 examples",
+                                 "a document drawn uniformly from the others"))
 def _(fn):
     documents = numbered_documents([1, 40, 1], 800)
     examples = checked_examples(fn, documents, 801)
@@ -596,7 +639,8 @@ def _(fn):
         raise AssertionError(f"random sentences for document 1 came from documents {sorted(sources)}; expected 0 and 2")
 
 
-@make_nsp_examples.check("all randomness from generator: same seed -> same examples whatever torch's global seed")
+@make_nsp_examples.check("all randomness from generator: same seed -> same examples whatever torch's global seed",
+                         states=("the source of ALL randomness", "Draw every random number from `generator`"))
 def _(fn):
     documents = numbered_documents([5] * 20, 802)
     torch.manual_seed(1)
@@ -615,7 +659,8 @@ def _(fn):
         raise AssertionError("two different generator seeds gave the same examples")
 
 
-@make_nsp_examples.check("fewer than 2 documents, or an empty document, raise ValueError")
+@make_nsp_examples.check("fewer than 2 documents, or an empty document, raise ValueError",
+                         states=("ValueError if there are fewer than 2 documents or a document is empty",))
 def _(fn):
     assert_raises_value_error(fn, numbered_documents([5], 805), seeded(0))
     assert_raises_value_error(fn, [], seeded(0))
@@ -685,7 +730,9 @@ def assert_bert_output(out, expected_mlm, expected_nsp, what, atol=1e-4):
     assert_tensor(out[1], expected_nsp, atol=atol, what=f"nsp_logits {what}")
 
 
-@BertForPretraining.check("parameters are exactly the documented ones: the MLM decoder is the token table (no (V, D) matrix), mlm_bias (V,)")
+@BertForPretraining.check("parameters are exactly the documented ones: the MLM decoder is the token table (no (V, D) matrix), mlm_bias (V,)",
+                          states=("exactly these parameters", "mlm_bias: nn.Parameter of V zeros",
+                                  "tied, no new (V, D) matrix"))
 def _(cls):
     m = cls(BV_, BD_, BH_, BN_, BFF_, max_len=BL_)
     params = {k: tuple(v.shape) for k, v in m.named_parameters()}
@@ -700,7 +747,10 @@ def _(cls):
             raise AssertionError(f"{name} has shape {params[name]}, expected {shape}")
 
 
-@BertForPretraining.check("forward (B=2, T=9, two segments, no padding) matches a torch oracle: MLM and NSP logits")
+@BertForPretraining.check("forward (B=2, T=9, two segments, no padding) matches a torch oracle: MLM and NSP logits",
+                          states=("mlm_logits = mlm_norm(gelu(mlm_transform(h))) @ embeddings.token.weight.T + mlm_bias",
+                                  "nsp_logits = nsp_head(tanh(pooler(h[:, 0]))), from the [CLS] position only",
+                                  "x = norm2(x + dropout2(ffn.linear2(gelu(ffn.linear1(x)))))"))
 def _(cls):
     m, state = loaded_bert(cls, 810)
     ids, segments = bert_inputs(2, 9, 811)
@@ -708,7 +758,8 @@ def _(cls):
     assert_bert_output(m(ids, segments), mlm, nsp, "without attention_mask")
 
 
-@BertForPretraining.check("with padding (attention_mask not all True, B=3): every position's MLM logits and the NSP logits match")
+@BertForPretraining.check("with padding (attention_mask not all True, B=3): every position's MLM logits and the NSP logits match",
+                          states=("padded tokens are hidden as KEYS from every query",))
 def _(cls):
     m, state = loaded_bert(cls, 820)
     ids, segments = bert_inputs(3, 8, 821)
@@ -718,7 +769,8 @@ def _(cls):
     assert_bert_output(m(ids, segments, mask), mlm, nsp, "with a padding attention_mask")
 
 
-@BertForPretraining.check("attention_mask as 0/1 integers works like the bool mask; a padded row equals the row alone")
+@BertForPretraining.check("attention_mask as 0/1 integers works like the bool mask; a padded row equals the row alone",
+                          states=("(B, T) bool or 0/1 numbers",))
 def _(cls):
     m, _ = loaded_bert(cls, 830)
     ids, segments = bert_inputs(2, 7, 831)
@@ -731,7 +783,9 @@ def _(cls):
     assert_tensor(as_bool[1][:1], alone[1].detach(), atol=1e-5, what="nsp_logits of the padded row vs the row alone")
 
 
-@BertForPretraining.check("Post-LN with eps 1e-12 everywhere: small-scale weights (norm inputs with variance ~1e-6) still match")
+@BertForPretraining.check("Post-LN with eps 1e-12 everywhere: small-scale weights (norm inputs with variance ~1e-6) still match",
+                          states=("Post-LN", "replaced by LayerNorm(D, eps=1e-12)",
+                                  "mlm_norm: LayerNorm(D, eps=1e-12)"))
 def _(cls):
     m, state = loaded_bert(cls, 840, scale=1e-3, norm_scale=1e-3)
     with torch.no_grad():
@@ -743,7 +797,8 @@ def _(cls):
     assert_bert_output(m(ids, segments), mlm, nsp, "with small-scale weights", atol=1e-4)
 
 
-@BertForPretraining.check("encode(input_ids, segment_ids, attention_mask) returns the final hidden states (B, T, D)")
+@BertForPretraining.check("encode(input_ids, segment_ids, attention_mask) returns the final hidden states (B, T, D)",
+                          states=("encode(input_ids (B, T), segment_ids (B, T), attention_mask=None) -> hidden states (B, T, D)",))
 def _(cls):
     m, state = loaded_bert(cls, 850)
     ids, segments = bert_inputs(2, 6, 851)
@@ -752,7 +807,8 @@ def _(cls):
     assert_tensor(m.encode(ids, segments, mask), hidden, atol=1e-5, what="encode(...)")
 
 
-@BertForPretraining.check("tied MLM head: a loss on mlm_logits sends gradient to every row of the token table and to mlm_bias")
+@BertForPretraining.check("tied MLM head: a loss on mlm_logits sends gradient to every row of the token table and to mlm_bias",
+                          states=("the MLM head's weight matrix is the token table embeddings.token.weight",))
 def _(cls):
     m, _ = loaded_bert(cls, 860)
     ids, segments = bert_inputs(1, 5, 861)
@@ -768,7 +824,8 @@ def _(cls):
         raise AssertionError("mlm_bias got no gradient: add it to the MLM logits")
 
 
-@BertForPretraining.check("dropout=0.3: eval mode is dropout-free (equals the oracle); training mode is random")
+@BertForPretraining.check("dropout=0.3: eval mode is dropout-free (equals the oracle); training mode is random",
+                          states=("the dropout probability everywhere, in training mode; in eval mode the model is dropout-free",))
 def _(cls):
     m, state = loaded_bert(cls, 870, dropout=0.3)
     ids, segments = bert_inputs(2, 6, 871)
@@ -784,7 +841,8 @@ def _(cls):
         raise AssertionError("in training mode two calls gave identical logits: pass dropout to the encoder layers")
 
 
-@BertForPretraining.check("bad arguments raise ValueError (num_layers=0, 1-D input_ids, segment_ids or attention_mask of another shape)")
+@BertForPretraining.check("bad arguments raise ValueError (num_layers=0, 1-D input_ids, segment_ids or attention_mask of another shape)",
+                          states=("ValueError if num_layers < 1, input_ids is not 2-dimensional, or segment_ids or attention_mask is not of shape (B, T)",))
 def _(cls):
     assert_raises_value_error(cls, BV_, BD_, BH_, 0, BFF_)
     m = cls(BV_, BD_, BH_, BN_, BFF_, max_len=BL_)
@@ -823,7 +881,8 @@ def loss_inputs(B, T, V, seed, labelled=0.3):
     return mlm_logits, labels, nsp_logits, nsp_labels
 
 
-@bert_pretraining_loss.check("fixed example (B=2, T=5, V=7): total, mlm, nsp equal F.cross_entropy with ignore_index=-100")
+@bert_pretraining_loss.check("fixed example (B=2, T=5, V=7): total, mlm, nsp equal F.cross_entropy with ignore_index=-100",
+                             states=("(total, mlm, nsp), three scalar (shape ()) tensors", "total = mlm + nsp"))
 def _(fn):
     mlm_logits = torch.linspace(-2, 2, 70).reshape(2, 5, 7).sin() * 3
     labels = torch.tensor([[-100, 4, -100, -100, 0], [6, -100, -100, 2, -100]])
@@ -833,13 +892,15 @@ def _(fn):
     assert_losses(fn(*args), loss_oracle(*args), "on the fixed example")
 
 
-@bert_pretraining_loss.check("only labelled positions count, in the sum and in the mean (5% labelled, B=4, T=30)")
+@bert_pretraining_loss.check("only labelled positions count, in the sum and in the mean (5% labelled, B=4, T=30)",
+                             states=("only those count, in the sum and in the mean",))
 def _(fn):
     args = loss_inputs(4, 30, 11, 890, labelled=0.05)
     assert_losses(fn(*args), loss_oracle(*args), "with 5% of the positions labelled")
 
 
-@bert_pretraining_loss.check("B=1 and logits around 1e3 give finite, correct values")
+@bert_pretraining_loss.check("B=1 and logits around 1e3 give finite, correct values",
+                             states=("must stay finite for large logits",))
 def _(fn):
     mlm_logits, labels, nsp_logits, nsp_labels = loss_inputs(1, 6, 9, 891, labelled=0.5)
     args = (mlm_logits * 500, labels, nsp_logits * 1000, nsp_labels)
@@ -849,7 +910,9 @@ def _(fn):
     assert_losses(out, loss_oracle(*args), "for large logits", atol=1e-2)
 
 
-@bert_pretraining_loss.check("gradients: d total / d mlm_logits is (softmax - one-hot) / n on labelled positions, 0 elsewhere")
+@bert_pretraining_loss.check("gradients: d total / d mlm_logits is (softmax - one-hot) / n on labelled positions, 0 elsewhere",
+                             states=("mean cross-entropy over the positions whose label is not -100",
+                                     "total = mlm + nsp"))
 def _(fn):
     mlm_logits, labels, nsp_logits, nsp_labels = loss_inputs(3, 4, 6, 892, labelled=0.4)
     mlm_logits.requires_grad_()
@@ -869,7 +932,8 @@ def _(fn):
     assert_tensor(nsp_logits.grad, expected_nsp, atol=1e-6, what="d total / d nsp_logits")
 
 
-@bert_pretraining_loss.check("bad shapes raise ValueError")
+@bert_pretraining_loss.check("bad shapes raise ValueError",
+                             states=("ValueError if mlm_logits is not 3-dimensional, mlm_labels is not (B, T), nsp_logits is not (B, 2) or nsp_labels is not (B,)",))
 def _(fn):
     mlm_logits, labels, nsp_logits, nsp_labels = loss_inputs(2, 4, 5, 893)
     assert_raises_value_error(fn, mlm_logits[0], labels[0], nsp_logits, nsp_labels)

@@ -171,42 +171,46 @@ def loaded_norm(cls, D, eps, seed):
     return m, weight
 
 
-@RMSNorm.check("one parameter `weight` (D,) initialised to ones, no bias")
+@RMSNorm.check("one parameter `weight` (D,) initialised to ones, no bias",
+               states=("weight: nn.Parameter (D,), initialised to ones. No bias.",))
 def _(cls):
     m = cls(6)
     exact_parameters(m, {"weight": (6,)})
     assert_tensor(m.weight.detach(), torch.ones(6), atol=0, rtol=0, what="the initial weight")
 
 
-@RMSNorm.check("matches nn.RMSNorm with the same weight on (B, T, D) inputs (eps=1e-6)")
+@RMSNorm.check("matches nn.RMSNorm with the same weight on (B, T, D) inputs (eps=1e-6)",
+               states=("x / sqrt(mean(x**2 over the last axis) + eps) * weight",))
 def _(cls):
     m, weight = loaded_norm(cls, 8, 1e-6, 901)
     x = randn(2, 3, 8, seed=902)
     assert_tensor(m(x), rms_oracle(x, weight, 1e-6).detach(), atol=1e-6, what="RMSNorm(x)")
 
 
-@RMSNorm.check("tiny inputs (|x| ~ 1e-3, mean square ~ eps): eps goes inside the square root")
+@RMSNorm.check("tiny inputs (|x| ~ 1e-3, mean square ~ eps): eps goes inside the square root",
+               states=("added to the mean square INSIDE the square root",))
 def _(cls):
     m, weight = loaded_norm(cls, 8, 1e-6, 903)
     x = 1e-3 * randn(3, 8, seed=904)
     assert_tensor(m(x), rms_oracle(x, weight, 1e-6).detach(), atol=1e-5, what="RMSNorm(1e-3 * x)")
 
 
-@RMSNorm.check("the eps argument is used (eps=0.05 on inputs of size ~0.2)")
+@RMSNorm.check("the eps argument is used (eps=0.05 on inputs of size ~0.2)", states=("eps: added to the mean square",))
 def _(cls):
     m, weight = loaded_norm(cls, 8, 0.05, 905)
     x = 0.2 * randn(2, 4, 8, seed=906)
     assert_tensor(m(x), rms_oracle(x, weight, 0.05).detach(), atol=1e-6, what="RMSNorm(x) with eps=0.05")
 
 
-@RMSNorm.check("inputs with a non-zero mean: the mean is not subtracted")
+@RMSNorm.check("inputs with a non-zero mean: the mean is not subtracted", states=("No mean is subtracted",))
 def _(cls):
     m, weight = loaded_norm(cls, 5, 1e-6, 907)
     x = 2.0 + randn(4, 5, seed=908)
     assert_tensor(m(x), rms_oracle(x, weight, 1e-6).detach(), atol=1e-6, what="RMSNorm(2 + x)")
 
 
-@RMSNorm.check("any leading shape ((N, D), (B, H, T, D)); float64 in gives float64 out; x unchanged")
+@RMSNorm.check("any leading shape ((N, D), (B, H, T, D)); float64 in gives float64 out; x unchanged",
+               states=("forward(x (..., D)) -> (..., D)", "float64 stays float64", "do not modify x in place"))
 def _(cls):
     m, weight = loaded_norm(cls, 4, 1e-6, 909)
     x = randn(2, 3, 5, 4, seed=910)
@@ -235,7 +239,8 @@ def _(cls):
     assert_tensor(m.weight.grad, oracle.weight.grad, atol=1e-5, what="d out / d weight")
 
 
-@RMSNorm.check("an input whose last size is not D raises ValueError")
+@RMSNorm.check("an input whose last size is not D raises ValueError",
+               states=("ValueError in forward if x's last size is not D",))
 def _(cls):
     assert_raises_value_error(cls(8), randn(2, 5, seed=915))
 
@@ -251,7 +256,9 @@ def assert_tables(result, expected, what):
     assert_tensor(result[1], expected[1], atol=1e-5, what=f"{what}[1] (sin)")
 
 
-@rope_frequencies.check("fixed values, head_dim=4, max_len=3, base=100: pair 0 turns 1 rad per position, pair 1 0.1 rad")
+@rope_frequencies.check("fixed values, head_dim=4, max_len=3, base=100: pair 0 turns 1 rad per position, pair 1 0.1 rad",
+                        states=("Dimension i of a head (i < Dh/2) is paired with dimension i + Dh/2",
+                                "pair i turns by the angle p * base**(-2i/Dh) at position p"))
 def _(fn):
     freqs = (1.0, 0.1, 1.0, 0.1)  # dims 0 and 2 form pair 0, dims 1 and 3 pair 1
     cos = torch.tensor([[math.cos(p * f) for f in freqs] for p in range(3)])
@@ -259,17 +266,20 @@ def _(fn):
     assert_tables(fn(4, 3, base=100.0), (cos, sin), "rope_frequencies(4, 3, base=100)")
 
 
-@rope_frequencies.check("head_dim=16, max_len=50, default base 10000: one frequency per pair, halves equal")
+@rope_frequencies.check("head_dim=16, max_len=50, default base 10000: one frequency per pair, halves equal",
+                        states=("each (max_len, Dh) float32", "the two halves of each row are equal"))
 def _(fn):
     assert_tables(fn(16, 50), rope_oracle(16, 50), "rope_frequencies(16, 50)")
 
 
-@rope_frequencies.check("the base argument is used (Llama 3's base 500000; head_dim=8, max_len=20)")
+@rope_frequencies.check("the base argument is used (Llama 3's base 500000; head_dim=8, max_len=20)",
+                        states=("base: the base of the frequencies",))
 def _(fn):
     assert_tables(fn(8, 20, base=500000.0), rope_oracle(8, 20, 500000.0), "rope_frequencies(8, 20, base=5e5)")
 
 
-@rope_frequencies.check("odd or too small head_dim and max_len < 1 raise ValueError")
+@rope_frequencies.check("odd or too small head_dim and max_len < 1 raise ValueError",
+                        states=("ValueError if head_dim is odd or < 2, or max_len < 1",))
 def _(fn):
     assert_raises_value_error(fn, 7, 10)
     assert_raises_value_error(fn, 0, 10)
@@ -280,7 +290,8 @@ def _(fn):
 apply_rope = Exercise("apply_rope", points=3)
 
 
-@apply_rope.check("fixed values: x (1, 1, 2, 4), angles written out: out = (x1 c - x2 s, x2 c + x1 s)")
+@apply_rope.check("fixed values: x (1, 1, 2, 4), angles written out: out = (x1 c - x2 s, x2 c + x1 s)",
+                  states=("out = x * c + cat(-x2, x1) * s, i.e. (x1 c - x2 s, x2 c + x1 s)",))
 def _(fn):
     x = torch.tensor([[[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]]])
     angles = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.5, 0.25, 0.5, 0.25]])  # position 0, position 1
@@ -292,14 +303,16 @@ def _(fn):
     assert_tensor(fn(x, cos, sin), expected, atol=1e-6, what="apply_rope(x, cos, sin)")
 
 
-@apply_rope.check("matches Hugging Face's rotate-half formula: B=2, H=3, T=5, Dh=8, a table of 16 positions")
+@apply_rope.check("matches Hugging Face's rotate-half formula: B=2, H=3, T=5, Dh=8, a table of 16 positions",
+                  states=("with x1 = x[..., :Dh/2], x2 = x[..., Dh/2:]",))
 def _(fn):
     x = randn(2, 3, 5, 8, seed=920)
     cos, sin = rope_oracle(8, 16)
     assert_tensor(fn(x, cos, sin), apply_rope_oracle(x, cos, sin), atol=1e-6, what="apply_rope(x, cos, sin)")
 
 
-@apply_rope.check("offset=6: rows sit at positions 6, 7, 8 (as the last rows of a longer sequence)")
+@apply_rope.check("offset=6: rows sit at positions 6, 7, 8 (as the last rows of a longer sequence)",
+                  states=("row t sits at position offset + t", "the rows offset .. offset + T - 1 of cos and sin"))
 def _(fn):
     cos, sin = rope_oracle(8, 12, base=100.0)
     x = randn(2, 2, 3, 8, seed=921)
@@ -324,7 +337,8 @@ def _(fn):
                       what=f"q_m . k_n along the diagonal n - m = {shift}")
 
 
-@apply_rope.check("x is not modified in place; float64 tables and x give float64")
+@apply_rope.check("x is not modified in place; float64 tables and x give float64",
+                  states=("Do not modify x in place", "float64 stays float64"))
 def _(fn):
     x = randn(1, 2, 4, 6, seed=925)
     before = x.clone()
@@ -336,7 +350,8 @@ def _(fn):
     assert_tensor(fn(x64, cos64, sin64), apply_rope_oracle(x64, cos64, sin64), atol=1e-12, what="apply_rope in float64")
 
 
-@apply_rope.check("positions past the table, a negative offset, a table of the wrong width, or 3-D x raise ValueError")
+@apply_rope.check("positions past the table, a negative offset, a table of the wrong width, or 3-D x raise ValueError",
+                  states=("ValueError if x is not 4-dimensional, cos or sin is not (L, Dh), offset < 0, or offset + T > L",))
 def _(fn):
     cos, sin = rope_oracle(8, 5)
     assert_raises_value_error(fn, randn(1, 1, 4, 8, seed=926), cos, sin, offset=2)
@@ -355,19 +370,22 @@ def loaded_swiglu(cls, D, hidden, seed):
     return m, random_weights(m, swiglu_names(), seed)
 
 
-@SwiGLUFeedForward.check("parameters w_gate (h, D), w_up (h, D), w_down (D, h), no biases")
+@SwiGLUFeedForward.check("parameters w_gate (h, D), w_up (h, D), w_down (D, h), no biases",
+                         states=("w_gate, w_up: nn.Linear(D, d_hidden, bias=False); w_down: nn.Linear(d_hidden, D, bias=False)",))
 def _(cls):
     exact_parameters(cls(8, 12), {"w_gate.weight": (12, 8), "w_up.weight": (12, 8), "w_down.weight": (8, 12)})
 
 
-@SwiGLUFeedForward.check("matches w_down(F.silu(w_gate x) * w_up x) with the same weights, (B, T, D)")
+@SwiGLUFeedForward.check("matches w_down(F.silu(w_gate x) * w_up x) with the same weights, (B, T, D)",
+                         states=("w_down(silu(w_gate(x)) * w_up(x))",))
 def _(cls):
     m, state = loaded_swiglu(cls, 8, 12, 940)
     x = randn(2, 5, 8, seed=941)
     assert_tensor(m(x), swiglu_oracle(x, state), atol=1e-6, what="SwiGLUFeedForward(x)")
 
 
-@SwiGLUFeedForward.check("SiLU on the gate branch only: the output is linear in w_up (negating w_up negates it)")
+@SwiGLUFeedForward.check("SiLU on the gate branch only: the output is linear in w_up (negating w_up negates it)",
+                         states=("SiLU goes on the GATE branch only; w_up's output is not activated",))
 def _(cls):
     m, state = loaded_swiglu(cls, 6, 10, 942)
     x = randn(4, 6, seed=943)
@@ -377,7 +395,7 @@ def _(cls):
     assert_tensor(m(x), swiglu_oracle(x, state), atol=1e-6, what="SwiGLUFeedForward(x) with -w_up")
 
 
-@SwiGLUFeedForward.check("works on (N, D) and (B, H, T, D) inputs")
+@SwiGLUFeedForward.check("works on (N, D) and (B, H, T, D) inputs", states=("forward(x (..., D)) -> (..., D)",))
 def _(cls):
     m, state = loaded_swiglu(cls, 4, 6, 944)
     for x in (randn(7, 4, seed=945), randn(2, 2, 3, 4, seed=946)):
@@ -389,20 +407,23 @@ repeat_kv = Exercise("repeat_kv", points=1,
                      forbidden=("torch.repeat_interleave", "torch.Tensor.repeat_interleave"))
 
 
-@repeat_kv.check("fixed values: kv heads [10, 20] with n_rep=3 give heads [10, 10, 10, 20, 20, 20], not [10, 20, 10, ...]")
+@repeat_kv.check("fixed values: kv heads [10, 20] with n_rep=3 give heads [10, 10, 10, 20, 20, 20], not [10, 20, 10, ...]",
+                 states=("kv head 0 n_rep times, then kv head 1", "NOT 0, 1, 0, 1"))
 def _(fn):
     x = torch.tensor([10.0, 20.0]).reshape(1, 2, 1, 1)
     expected = torch.tensor([10.0, 10.0, 10.0, 20.0, 20.0, 20.0]).reshape(1, 6, 1, 1)
     assert_tensor(fn(x, 3), expected, atol=0, rtol=0, what="repeat_kv(x, 3)")
 
 
-@repeat_kv.check("matches torch.repeat_interleave(x, n_rep, dim=1): B=2, Hkv=3, T=4, Dh=5, n_rep=2")
+@repeat_kv.check("matches torch.repeat_interleave(x, n_rep, dim=1): B=2, Hkv=3, T=4, Dh=5, n_rep=2",
+                 states=("out[:, j] == x[:, j // n_rep]",))
 def _(fn):
     x = randn(2, 3, 4, 5, seed=950)
     assert_tensor(fn(x, 2), torch.repeat_interleave(x, 2, dim=1), atol=0, rtol=0, what="repeat_kv(x, 2)")
 
 
-@repeat_kv.check("n_rep=1 gives x's values; x is not modified; the gradient adds up over the copies")
+@repeat_kv.check("n_rep=1 gives x's values; x is not modified; the gradient adds up over the copies",
+                 states=("n_rep: how many query heads share one kv head (H / Hkv), >= 1", "Do not modify x"))
 def _(fn):
     x = randn(1, 2, 3, 4, seed=951)
     assert_tensor(fn(x, 1), x.clone(), atol=0, rtol=0, what="repeat_kv(x, 1)")
@@ -416,7 +437,8 @@ def _(fn):
         raise AssertionError("repeat_kv changed x in place")
 
 
-@repeat_kv.check("n_rep < 1 or x that is not 4-dimensional raises ValueError")
+@repeat_kv.check("n_rep < 1 or x that is not 4-dimensional raises ValueError",
+                 states=("ValueError if x is not 4-dimensional or n_rep < 1",))
 def _(fn):
     assert_raises_value_error(fn, randn(1, 2, 3, 4, seed=952), 0)
     assert_raises_value_error(fn, randn(2, 3, 4, seed=953), 2)
@@ -432,27 +454,34 @@ def loaded_gqa(cls, D, H, Hkv, max_len, seed, base=10000.0):
     return m.eval(), random_weights(m, attention_names(), seed)
 
 
-@GroupedQueryAttention.check("parameters W_q (H*Dh, D), W_k and W_v (Hkv*Dh, D), W_o (D, H*Dh), no biases")
+@GroupedQueryAttention.check("parameters W_q (H*Dh, D), W_k and W_v (Hkv*Dh, D), W_o (D, H*Dh), no biases",
+                             states=("W_q: nn.Linear(D, H*Dh, bias=False); W_k, W_v: nn.Linear(D, Hkv*Dh, bias=False)",
+                                     "W_o: nn.Linear(H*Dh, D, bias=False)"))
 def _(cls):
     exact_parameters(cls(24, 6, 2, 16), {"W_q.weight": (24, 24), "W_k.weight": (8, 24), "W_v.weight": (8, 24),
                                          "W_o.weight": (24, 24)})
 
 
-@GroupedQueryAttention.check("H=4, Hkv=2 matches RoPE + repeat_interleave + causal F.scaled_dot_product_attention (B=2, T=6 < max_len=16)")
+@GroupedQueryAttention.check("H=4, Hkv=2 matches RoPE + repeat_interleave + causal F.scaled_dot_product_attention (B=2, T=6 < max_len=16)",
+                             states=("RoPE (positions 0 .. T-1) on q and k",
+                                     "causal softmax(q k^T / sqrt(Dh)) v per head",
+                                     "the heads merged and projected by W_o"))
 def _(cls):
     m, state = loaded_gqa(cls, 16, 4, 2, 16, 960)
     x = randn(2, 6, 16, seed=961)
     assert_tensor(m(x), gqa_oracle(state, x, 4, 2).detach(), atol=1e-5, what="GroupedQueryAttention(x)")
 
 
-@GroupedQueryAttention.check("H=6, Hkv=2: query heads 0-2 share kv head 0 and heads 3-5 kv head 1 (not 0, 1, 0, 1, ...)")
+@GroupedQueryAttention.check("H=6, Hkv=2: query heads 0-2 share kv head 0 and heads 3-5 kv head 1 (not 0, 1, 0, 1, ...)",
+                             states=("query head j uses kv head j // (H / Hkv)",))
 def _(cls):
     m, state = loaded_gqa(cls, 24, 6, 2, 8, 962)
     x = randn(2, 5, 24, seed=963)
     assert_tensor(m(x), gqa_oracle(state, x, 6, 2).detach(), atol=1e-5, what="GroupedQueryAttention(x), H=6, Hkv=2")
 
 
-@GroupedQueryAttention.check("Hkv == H (multi-head) and Hkv == 1 (multi-query) match the oracle")
+@GroupedQueryAttention.check("Hkv == H (multi-head) and Hkv == 1 (multi-query) match the oracle",
+                             states=("Hkv == H is ordinary multi-head attention, Hkv == 1 multi-query attention",))
 def _(cls):
     for Hkv, seed in ((4, 964), (1, 965)):
         m, state = loaded_gqa(cls, 16, 4, Hkv, 10, seed)
@@ -461,7 +490,8 @@ def _(cls):
                       what=f"GroupedQueryAttention(x) with num_kv_heads={Hkv}")
 
 
-@GroupedQueryAttention.check("RoPE on q and k only: with every query and key at zero, the output is the mean of W_o W_v x over the past")
+@GroupedQueryAttention.check("RoPE on q and k only: with every query and key at zero, the output is the mean of W_o W_v x over the past",
+                             states=("on q and k, never on v",))
 def _(cls):
     m, state = loaded_gqa(cls, 16, 4, 2, 8, 966)
     with torch.no_grad():
@@ -474,7 +504,8 @@ def _(cls):
                   what="output with W_q = 0")
 
 
-@GroupedQueryAttention.check("causal: changing later tokens leaves earlier outputs unchanged")
+@GroupedQueryAttention.check("causal: changing later tokens leaves earlier outputs unchanged",
+                             states=("Causal self-attention",))
 def _(cls):
     m, _ = loaded_gqa(cls, 16, 4, 2, 12, 968)
     x = randn(2, 8, 16, seed=969)
@@ -483,7 +514,8 @@ def _(cls):
     assert_tensor(m(changed)[:, :5], m(x)[:, :5].detach(), atol=1e-5, what="outputs 0..4 after changing 5..7")
 
 
-@GroupedQueryAttention.check("rope_base is used (base=50), and T == max_len works")
+@GroupedQueryAttention.check("rope_base is used (base=50), and T == max_len works",
+                             states=("rope_frequencies(Dh, max_len, rope_base)",))
 def _(cls):
     m, state = loaded_gqa(cls, 16, 4, 2, 9, 971, base=50.0)
     x = randn(2, 9, 16, seed=972)
@@ -491,7 +523,9 @@ def _(cls):
                   what="GroupedQueryAttention(..., rope_base=50)(x)")
 
 
-@GroupedQueryAttention.check("bad sizes raise ValueError: D % H, H % Hkv, T > max_len, x not (B, T, D)")
+@GroupedQueryAttention.check("bad sizes raise ValueError: D % H, H % Hkv, T > max_len, x not (B, T, D)",
+                             states=("ValueError in __init__ if D % H, H % Hkv or Dh is odd",
+                                     "in forward if x is not (B, T, D) or T > max_len"))
 def _(cls):
     assert_raises_value_error(cls, 18, 4, 2, 8)
     assert_raises_value_error(cls, 24, 6, 4, 8)
@@ -511,7 +545,9 @@ def loaded_block(cls, seed, H=4, Hkv=2, **kwargs):
     return m.eval(), random_weights(m, block_names(), seed)
 
 
-@LlamaBlock.check("submodules attn_norm, attn (W_q, W_k, W_v, W_o), ffn_norm, ffn (w_gate, w_up, w_down)")
+@LlamaBlock.check("submodules attn_norm, attn (W_q, W_k, W_v, W_o), ffn_norm, ffn (w_gate, w_up, w_down)",
+                  states=("attn_norm: RMSNorm(D, eps); attn: GroupedQueryAttention(D, H, Hkv, max_len, rope_base)",
+                          "ffn_norm: RMSNorm(D, eps); ffn: SwiGLUFeedForward(D, d_hidden)"))
 def _(cls):
     want = {"attn_norm.weight": (16,), "ffn_norm.weight": (16,), "attn.W_q.weight": (16, 16),
             "attn.W_k.weight": (8, 16), "attn.W_v.weight": (8, 16), "attn.W_o.weight": (16, 16),
@@ -519,21 +555,25 @@ def _(cls):
     exact_parameters(cls(16, 4, 2, 24, 16), want)
 
 
-@LlamaBlock.check("matches x + attn(attn_norm(x)), then + ffn(ffn_norm(x)) with torch oracles (B=2, T=5)")
+@LlamaBlock.check("matches x + attn(attn_norm(x)), then + ffn(ffn_norm(x)) with torch oracles (B=2, T=5)",
+                  states=("x = x + attn(attn_norm(x))", "x = x + ffn(ffn_norm(x))",
+                          "never normalised inside the block"))
 def _(cls):
     m, state = loaded_block(cls, 980)
     x = randn(2, 5, 16, seed=981)
     assert_tensor(m(x), llama_block_oracle(state, x, 4, 2).detach(), atol=1e-5, what="LlamaBlock(x)")
 
 
-@LlamaBlock.check("num_kv_heads is passed on (Hkv=1, multi-query)")
+@LlamaBlock.check("num_kv_heads is passed on (Hkv=1, multi-query)",
+                  states=("GroupedQueryAttention(D, H, Hkv, max_len, rope_base)",))
 def _(cls):
     m, state = loaded_block(cls, 982, H=4, Hkv=1)
     x = randn(2, 6, 16, seed=983)
     assert_tensor(m(x), llama_block_oracle(state, x, 4, 1).detach(), atol=1e-5, what="LlamaBlock(x), Hkv=1")
 
 
-@LlamaBlock.check("eps reaches both RMSNorms (eps=0.3 on inputs of size ~0.5)")
+@LlamaBlock.check("eps reaches both RMSNorms (eps=0.3 on inputs of size ~0.5)",
+                  states=("eps: the eps of both RMSNorms",))
 def _(cls):
     m, state = loaded_block(cls, 984, eps=0.3)
     x = 0.5 * randn(2, 4, 16, seed=985)
@@ -541,7 +581,7 @@ def _(cls):
                   what="LlamaBlock(..., eps=0.3)(x)")
 
 
-@LlamaBlock.check("rope_base reaches the attention (rope_base=30)")
+@LlamaBlock.check("rope_base reaches the attention (rope_base=30)", states=("rope_base: RoPE's base",))
 def _(cls):
     m, state = loaded_block(cls, 986, rope_base=30.0)
     x = randn(1, 7, 16, seed=987)
@@ -569,7 +609,9 @@ def assert_int(actual, expected, what):
         raise AssertionError(f"{what} = {actual:,}, expected {expected:,}")
 
 
-@kv_cache_bytes.check("LLaMA-2-7B (32 layers, 32 kv heads of 128) at 4096 tokens in fp16: exactly 2 GiB")
+@kv_cache_bytes.check("LLaMA-2-7B (32 layers, 32 kv heads of 128) at 4096 tokens in fp16: exactly 2 GiB",
+                      states=("a Python int",
+                              "2 * num_layers * num_kv_heads * head_dim * seq_len * batch_size * bytes_per_value"))
 def _(fn):
     assert_int(fn(32, 32, 128, 4096, 1, 2), 2 * 2 ** 30, "kv_cache_bytes(32, 32, 128, 4096, 1, 2)")
 
@@ -580,13 +622,14 @@ def _(fn):
     assert_int(fn(32, 8, 128, 8192, 3, 2), 6 * 512 * 2 ** 20, "kv_cache_bytes(32, 8, 128, 8192, 3, 2)")
 
 
-@kv_cache_bytes.check("small values: keys AND values (the factor 2), every argument counts")
+@kv_cache_bytes.check("small values: keys AND values (the factor 2), every argument counts",
+                      states=("keys AND values",))
 def _(fn):
     assert_int(fn(1, 1, 1, 1, 1, 1), 2, "kv_cache_bytes(1, 1, 1, 1, 1, 1)")
     assert_int(fn(3, 2, 5, 7, 2, 4), 2 * 3 * 2 * 5 * 7 * 2 * 4, "kv_cache_bytes(3, 2, 5, 7, 2, 4)")
 
 
-@kv_cache_bytes.check("an argument < 1 raises ValueError")
+@kv_cache_bytes.check("an argument < 1 raises ValueError", states=("ValueError if any argument is < 1",))
 def _(fn):
     assert_raises_value_error(fn, 0, 8, 128, 4096, 1, 2)
     assert_raises_value_error(fn, 32, 8, 128, 4096, 1, 0)
@@ -601,19 +644,22 @@ def window_oracle(T, window):
     return torch.tensor([[0 <= t - s < window for s in range(T)] for t in range(T)], dtype=torch.bool)
 
 
-@sliding_window_mask.check("fixed values T=5, window=2: each query sees itself and the key before it")
+@sliding_window_mask.check("fixed values T=5, window=2: each query sees itself and the key before it",
+                           states=("query t sees keys t - window + 1 .. t", "(T, T) bool"))
 def _(fn):
     expected = torch.tensor([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 1, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 1, 1]],
                             dtype=torch.bool)
     assert_tensor(fn(5, 2), expected, atol=0, rtol=0, what="sliding_window_mask(5, 2)")
 
 
-@sliding_window_mask.check("T=10, window=3: 0 <= t - s < window, so every row holds min(t + 1, 3) keys")
+@sliding_window_mask.check("T=10, window=3: 0 <= t - s < window, so every row holds min(t + 1, 3) keys",
+                           states=("mask[t, s] is True when 0 <= t - s < window",))
 def _(fn):
     assert_tensor(fn(10, 3), window_oracle(10, 3), atol=0, rtol=0, what="sliding_window_mask(10, 3)")
 
 
-@sliding_window_mask.check("window=1 is the diagonal; window >= T is the causal mask")
+@sliding_window_mask.check("window=1 is the diagonal; window >= T is the causal mask",
+                           states=("window >= T gives the causal mask", "window == 1 lets each token see only itself"))
 def _(fn):
     assert_tensor(fn(4, 1), torch.eye(4, dtype=torch.bool), atol=0, rtol=0, what="sliding_window_mask(4, 1)")
     for window in (6, 9):
@@ -621,7 +667,7 @@ def _(fn):
                       what=f"sliding_window_mask(6, {window})")
 
 
-@sliding_window_mask.check("the device argument is honoured")
+@sliding_window_mask.check("the device argument is honoured", states=("device: where to create the mask",))
 def _(fn):
     m = fn(3, 2, device=torch.device("cpu"))
     if type(m) is not torch.Tensor or m.device.type != "cpu":
@@ -629,7 +675,7 @@ def _(fn):
     assert_tensor(m, window_oracle(3, 2), atol=0, rtol=0, what="sliding_window_mask(3, 2, device=cpu)")
 
 
-@sliding_window_mask.check("window < 1 or T < 1 raises ValueError")
+@sliding_window_mask.check("window < 1 or T < 1 raises ValueError", states=("ValueError if T < 1 or window < 1",))
 def _(fn):
     assert_raises_value_error(fn, 5, 0)
     assert_raises_value_error(fn, 0, 2)
@@ -666,7 +712,8 @@ def moe_pair(result, what):
     return result
 
 
-@MoEFeedForward.check("parameters: router (E, D) without bias, experts.e.w_gate / w_up / w_down for each expert")
+@MoEFeedForward.check("parameters: router (E, D) without bias, experts.e.w_gate / w_up / w_down for each expert",
+                      states=("router: nn.Linear(D, E, bias=False); experts: nn.ModuleList of E SwiGLUFeedForward(D, d_hidden)",))
 def _(cls):
     m = cls(8, 12, 4, 2)
     want = {"router.weight": (4, 8)}
@@ -676,7 +723,9 @@ def _(cls):
     exact_parameters(m, want)
 
 
-@MoEFeedForward.check("E=4, top_k=2, B=2, T=5: output and router_logits (B*T, E) match Mixtral's routing")
+@MoEFeedForward.check("E=4, top_k=2, B=2, T=5: output and router_logits (B*T, E) match Mixtral's routing",
+                      states=("(output (B, T, D), router_logits (B*T, E))",
+                              "keep the top_k largest p_e and divide them by their sum"))
 def _(cls):
     m, state = loaded_moe(cls, 4, 2, 1000)
     x = randn(2, 5, 8, seed=1001)
@@ -686,7 +735,8 @@ def _(cls):
     assert_tensor(out, expected_out.detach(), atol=1e-5, what="output")
 
 
-@MoEFeedForward.check("top_k=1: each token's output is exactly its favourite expert's output (the weight renormalises to 1)")
+@MoEFeedForward.check("top_k=1: each token's output is exactly its favourite expert's output (the weight renormalises to 1)",
+                      states=("the kept weights sum to 1",))
 def _(cls):
     m, state = loaded_moe(cls, 5, 1, 1002)
     x = randn(3, 4, 8, seed=1003)
@@ -694,7 +744,8 @@ def _(cls):
     assert_tensor(out, moe_oracle(state, x, 5, 1)[0].detach(), atol=1e-5, what="output with top_k=1")
 
 
-@MoEFeedForward.check("E=6, top_k=3 (choices differ from token to token) and top_k=E (every expert, softmax weights)")
+@MoEFeedForward.check("E=6, top_k=3 (choices differ from token to token) and top_k=E (every expert, softmax weights)",
+                      states=("output[n] = sum over the kept e of weight_e * experts[e](x_n)",))
 def _(cls):
     for k, seed in ((3, 1004), (6, 1005)):
         m, state = loaded_moe(cls, 6, k, seed)
@@ -703,7 +754,8 @@ def _(cls):
         assert_tensor(out, moe_oracle(state, x, 6, k)[0].detach(), atol=1e-5, what=f"output with top_k={k}")
 
 
-@MoEFeedForward.check("routing is per token: a sequence gives the same output alone as inside a batch")
+@MoEFeedForward.check("routing is per token: a sequence gives the same output alone as inside a batch",
+                      states=("for each token n (row n of x.reshape(B*T, D)) ON ITS OWN",))
 def _(cls):
     m, _ = loaded_moe(cls, 4, 2, 1006)
     x = randn(4, 3, 8, seed=1007)
@@ -712,7 +764,8 @@ def _(cls):
     assert_tensor(alone, batch[2:3].detach(), atol=1e-5, what="output of sequence 2 alone vs in the batch")
 
 
-@MoEFeedForward.check("the gradient reaches the router through the kept weights, as in the oracle")
+@MoEFeedForward.check("the gradient reaches the router through the kept weights, as in the oracle",
+                      states=("The weights stay differentiable, so the router learns",))
 def _(cls):
     m, state = loaded_moe(cls, 4, 2, 1008)
     x = randn(2, 4, 8, seed=1009)
@@ -726,7 +779,8 @@ def _(cls):
     assert_tensor(m.router.weight.grad, router.grad, atol=1e-5, what="d output / d router.weight")
 
 
-@MoEFeedForward.check("top_k < 1 or top_k > num_experts raises ValueError")
+@MoEFeedForward.check("top_k < 1 or top_k > num_experts raises ValueError",
+                      states=("ValueError in __init__ if top_k is outside [1, num_experts]",))
 def _(cls):
     assert_raises_value_error(cls, 8, 12, 4, 0)
     assert_raises_value_error(cls, 8, 12, 4, 5)
@@ -754,7 +808,8 @@ def assert_scalar(actual, expected, what, atol=1e-5):
     assert_tensor(actual, expected, atol=atol, what=what)
 
 
-@load_balancing_loss.check("fixed value: 4 tokens, 3 experts, top_k=1 (experts 0, 0, 1, 2 chosen)")
+@load_balancing_loss.check("fixed value: 4 tokens, 3 experts, top_k=1 (experts 0, 0, 1, 2 chosen)",
+                           states=("a scalar (shape ()) tensor: E * sum_e f_e * P_e",))
 def _(fn):
     logits = torch.tensor([[2.0, 0.0, 0.0], [1.0, 0.5, 0.0], [0.0, 3.0, 1.0], [0.0, 0.0, 1.0]])
     probs = logits.double().softmax(-1)
@@ -763,7 +818,9 @@ def _(fn):
     assert_scalar(fn(logits, 1), expected, "load_balancing_loss(logits, top_k=1)")
 
 
-@load_balancing_loss.check("top_k=2, N=50, E=6: f_e counts the tokens whose top 2 include e (the f_e sum to 2)")
+@load_balancing_loss.check("top_k=2, N=50, E=6: f_e counts the tokens whose top 2 include e (the f_e sum to 2)",
+                           states=("f_e = (number of tokens whose top_k experts, by router probability, include e) / N",
+                                   "the f_e sum to top_k"))
 def _(fn):
     logits = 2 * randn(50, 6, seed=1020)
     assert_scalar(fn(logits, 2), balancing_oracle(logits, 2), "load_balancing_loss(logits, top_k=2)")
@@ -776,14 +833,16 @@ def _(fn):
         assert_scalar(fn(logits, k), balancing_oracle(logits, k), f"load_balancing_loss(logits, top_k={k})")
 
 
-@load_balancing_loss.check("a router that sends every token to expert 0 scores about E (here E=4: 3.9995)")
+@load_balancing_loss.check("a router that sends every token to expert 0 scores about E (here E=4: 3.9995)",
+                           states=("P_e = the mean over the N tokens of softmax(router_logits)[:, e]",))
 def _(fn):
     logits = torch.zeros(10, 4)
     logits[:, 0] = 10.0
     assert_scalar(fn(logits, 1), balancing_oracle(logits, 1), "load_balancing_loss of a collapsed router")
 
 
-@load_balancing_loss.check("the gradient flows through the mean probabilities P_e only (the counts carry none)")
+@load_balancing_loss.check("the gradient flows through the mean probabilities P_e only (the counts carry none)",
+                           states=("a count that carries no gradient", "which carries the gradient"))
 def _(fn):
     logits = randn(12, 4, seed=1022).requires_grad_()
     out = fn(logits, 2)
@@ -797,7 +856,8 @@ def _(fn):
     assert_tensor(logits.grad, leaf.grad, atol=1e-6, what="d loss / d router_logits")
 
 
-@load_balancing_loss.check("router_logits not (N, E), or top_k outside [1, E], raises ValueError")
+@load_balancing_loss.check("router_logits not (N, E), or top_k outside [1, E], raises ValueError",
+                           states=("ValueError if router_logits is not 2-dimensional or top_k is outside [1, E]",))
 def _(fn):
     logits = randn(5, 3, seed=1023)
     assert_raises_value_error(fn, logits, 0)

@@ -12,7 +12,8 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     Args:
         x: any shape, a floating dtype.
     Returns:
-        same shape and dtype: 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))).
+        same shape and dtype (float64 stays float64):
+        0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))).
         Finite for every finite x (use torch.tanh, which saturates to +-1, not a formula with exp).
     The input is not modified. Do not call F.gelu or nn.GELU.
     """
@@ -26,7 +27,8 @@ class BertEmbeddings(nn.Module):
     Args:
         vocab_size: V; d_model: D; max_len: the longest sequence (rows of the position table);
         num_segments: how many segment ids there are (2: sentence A and sentence B);
-        dropout: probability of zeroing entries of the output while training.
+        dropout: probability of zeroing entries of the output in training mode; in eval mode
+            the output is dropout-free.
     Attributes:
         token: nn.Embedding(V, D); segment: nn.Embedding(num_segments, D);
         position: nn.Embedding(max_len, D), a LEARNED table (not the sinusoids of chapter 03);
@@ -69,7 +71,8 @@ class BertForPretraining(nn.Module):
     Args:
         vocab_size: V; d_model: D; num_heads: H (divides D); num_layers: N >= 1;
         d_ff: the feed-forward hidden size; max_len: rows of the position table;
-        num_segments: segment ids (2); dropout: the dropout probability everywhere.
+        num_segments: segment ids (2); dropout: the dropout probability everywhere, in training
+            mode; in eval mode the model is dropout-free.
     Attributes (exactly these parameters; the hidden tests load weights by these names):
         embeddings: BertEmbeddings(V, D, max_len, num_segments, dropout).
         layers: nn.ModuleList of N EncoderLayer(D, H, d_ff, dropout) from chapter 05 (parts self_attn,
@@ -94,8 +97,9 @@ class BertForPretraining(nn.Module):
     Raises:
         ValueError if num_layers < 1, input_ids is not 2-dimensional, or segment_ids or
         attention_mask is not of shape (B, T).
-    Use your gelu and BertEmbeddings. Do not call nn.MultiheadAttention, nn.TransformerEncoderLayer or
-    F.scaled_dot_product_attention. __init__ ends with the given init_weights() (BERT's initialisation).
+    Use your gelu and BertEmbeddings. Do not call nn.MultiheadAttention, F.multi_head_attention_forward,
+    nn.TransformerEncoderLayer or F.scaled_dot_product_attention. __init__ ends with the given
+    init_weights() (BERT's initialisation).
     """
 
     def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, d_ff: int,
