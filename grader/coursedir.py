@@ -108,3 +108,5 @@ class CourseDir:
                 shutil.rmtree(staging, ignore_errors=True)
         shutil.copyfile(cached / "gradebook.db", self.root / "gradebook.db")
         shutil.copytree(cached / "release", self.root / "release", dirs_exist_ok=True)
+        for chapter in chapters:
+            self._stamps(chapter, source_digest(chapter))

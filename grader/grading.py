@@ -345,8 +345,9 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
     chapters = chapters or _chapters_of(submissions)
     with Pool(jobs=jobs, timeout=timeout, limits=limits) as pool, locked(Path(course_dir).resolve()):
         pool.start()
+        fresh = db_url is None and not (Path(course_dir) / "gradebook.db").exists()
         course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
-        released = _release_all(course, chapters)
+        released = _release_all(course, chapters, cached=fresh)  # a new course directory may start from the cache
         grade_all(course, submissions, released, pool, progress=progress)
         feedback_and_export(course, chapters)
         results = [result_of(course, sub) for sub in submissions]

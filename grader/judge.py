@@ -50,6 +50,7 @@ class Verdict:
     error: str | None = None  # why the run ended early, or never ran
     missing: list[str] = field(default_factory=list)  # sandbox parts this machine could not give
     seconds: float = 0.0
+    timings: dict = field(default_factory=dict)
 
 
 def _exit_reason(exitcode: int | None) -> str:
@@ -98,6 +99,7 @@ class Pool:
         shutil.copytree(job.release_dir, job_dir, ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
         payload = {"dir": str(job_dir), "root": str(root), "limits": asdict(self.limits), "chapter": job.chapter.name,
                    "cells": job.cells, "timeout": self.timeout, "threads": self.threads}
+        verdict_copy = time.perf_counter() - started
         receive, send = self.ctx.Pipe(duplex=False)
         proc = self.ctx.Process(target=run, args=(payload, send), daemon=True)
         verdict, reached, done = Verdict(), 0, False
@@ -120,6 +122,8 @@ class Pool:
                     verdict.error = f"cell {reached + 1}: the sandbox sent an unreadable message; later cells were not run"
                     break
                 kind = message.get("kind") if isinstance(message, dict) else None
+                if kind in ("start", "shell"):
+                    verdict.timings[kind] = message.get("seconds")
                 if kind == "start":
                     verdict.missing = [str(m) for m in message.get("missing", [])][:5]
                 elif kind == "cell" and isinstance(message.get("index"), int) and message["index"] not in verdict.cells:
@@ -139,6 +143,7 @@ class Pool:
             verdict.error = (f"the notebook {_exit_reason(proc.exitcode)} in cell {reached + 1}; "
                              "later cells were not run")
         verdict.seconds = time.perf_counter() - started
+        verdict.timings["copy"] = round(verdict_copy, 3)
         with self._lock:
             for note in verdict.missing:
                 if note not in self.missing:

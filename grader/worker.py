@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 
 import torch  # noqa: F401 - preloaded for every child
@@ -223,8 +224,9 @@ def _run_test(shell, chapter: str, exercise: str, timeout: float) -> dict:
 def run(job: dict, conn) -> None:
     """The child's entry point: confine, then run the cells, one message per cell, then `done`."""
     try:
+        started = time.perf_counter()
         missing = sandbox.confine(job["dir"], job["root"], sandbox.Limits(**job["limits"]))
-        _send(conn, {"kind": "start", "missing": missing})
+        _send(conn, {"kind": "start", "missing": missing, "seconds": round(time.perf_counter() - started, 3)})
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
@@ -232,17 +234,20 @@ def run(job: dict, conn) -> None:
                            "IPYTHONDIR": "/tmp/ipython", "MPLBACKEND": "module://matplotlib_inline.backend_inline"})
         torch.set_num_threads(job.get("threads", 1))
         _forget_answers(job["dir"])
+        started = time.perf_counter()
         shell, publisher, errors = _shell(job["dir"])
+        _send(conn, {"kind": "shell", "seconds": round(time.perf_counter() - started, 3)})
         trusted = _snapshot()
         for index, cell in enumerate(job["cells"]):
             if cell["kind"] == "skip":
                 continue
+            started = time.perf_counter()
             if cell["kind"] == "test":
                 _restore(trusted)
                 message = _run_test(shell, job["chapter"], cell["exercise"], job["timeout"])
             else:
                 message = _run_code(shell, publisher, errors, cell["source"], job["timeout"])
-            _send(conn, {"kind": "cell", "index": index, **message})
+            _send(conn, {"kind": "cell", "index": index, "seconds": round(time.perf_counter() - started, 3), **message})
         _send(conn, {"kind": "done"})
     except BaseException:  # noqa: BLE001 - the grader's side says what happened
         try:

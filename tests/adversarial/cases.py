@@ -40,7 +40,8 @@ class Case:
     expected: float | None = None
     at_most: str | None = None
     reason: str | None = None
-    needs_seccomp: bool = False
+    needs_seccomp: bool = False  # only where the sandbox can refuse new processes (else a fork bomb is real)
+    needs_namespaces: bool = False  # only where the sandbox gets its own filesystem view
 
 
 def notebook(answers: dict[str, str | None] | None = None, after: dict[str, str] | None = None,
@@ -157,25 +158,25 @@ CASES = [
     Case("probe-import-answers", probe("from solutions.self_attention import softmax as _reference"), 6.0),
     Case("probe-importlib-answers", probe("import importlib\nimportlib.import_module('solutions.self_attention')"), 6.0),
     Case("probe-import-spec", probe("import grader.specs.self_attention"), 6.0),
-    Case("probe-read-spec-file", probe("open('{repo}/grader/specs/self_attention.py').read()"), 6.0),
-    Case("probe-read-answers-file", probe("open('{repo}/solutions/self_attention.py').read()"), 6.0),
+    Case("probe-read-spec-file", probe("open('{repo}/grader/specs/self_attention.py').read()"), 6.0, needs_namespaces=True),
+    Case("probe-read-answers-file", probe("open('{repo}/solutions/self_attention.py').read()"), 6.0, needs_namespaces=True),
     Case("probe-pip-metadata", probe("""
         import importlib.metadata as md, re
         dist = md.distribution('transformers-from-scratch-course')
         finder = next(f for f in dist.files if 'finder' in str(f))
         root = re.search(r"'solutions': '([^']+)'", dist.locate_file(finder).read_text()).group(1)
-        open(root + '/self_attention.py').read()"""), 6.0),
+        open(root + '/self_attention.py').read()"""), 6.0, needs_namespaces=True),
     Case("probe-read-gradebook", probe("""
         import sqlite3
         assert os.path.exists('{course}/gradebook.db')
-        sqlite3.connect('{course}/gradebook.db').execute('select * from grade').fetchall()"""), 6.0),
+        sqlite3.connect('{course}/gradebook.db').execute('select * from grade').fetchall()"""), 6.0, needs_namespaces=True),
     Case("probe-write-gradebook", probe("""
         import sqlite3
         assert os.path.exists('{course}/gradebook.db')
         db = sqlite3.connect('{course}/gradebook.db', timeout=30)
-        db.execute('update grade set manual_score = 1000'); db.commit()"""), 6.0),
-    Case("probe-other-students", probe("assert os.listdir('{inbox}/reference')"), 6.0),
-    Case("probe-write-outside", probe("open('{course}/planted-by-a-learner.txt', 'w').write('x')"), 6.0),
+        db.execute('update grade set manual_score = 1000'); db.commit()"""), 6.0, needs_namespaces=True),
+    Case("probe-other-students", probe("assert os.listdir('{inbox}/reference')"), 6.0, needs_namespaces=True),
+    Case("probe-write-outside", probe("open('{course}/planted-by-a-learner.txt', 'w').write('x')"), 6.0, needs_namespaces=True),
     Case("probe-network", probe("import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()"), 6.0),
     Case("probe-fork", probe("pid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)"), 6.0,
          needs_seccomp=True),

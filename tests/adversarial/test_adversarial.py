@@ -11,7 +11,7 @@ from nbgrader.api import Gradebook
 
 from grader import samples
 from grader.grading import autograde_class
-from grader.sandbox import Limits, no_new_processes
+from grader.sandbox import Limits, no_new_processes, private_root
 from tests.adversarial.cases import CASES, CHAPTER, FULL, Paths
 
 
@@ -29,6 +29,28 @@ def seccomp_works() -> bool:
     return os.waitpid(pid, 0)[1] == 0
 
 
+def namespaces_work(tmp) -> bool:
+    """Whether this machine lets the sandbox have its own filesystem view and network (user namespaces)."""
+    (tmp / "job").mkdir()
+    (tmp / "root").mkdir()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            private_root(str(tmp / "job"), str(tmp / "root"))
+        except OSError:
+            os._exit(1)
+        os._exit(0)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+def skipped(case, seccomp: bool, namespaces: bool) -> str | None:
+    if case.needs_seccomp and not seccomp:
+        return "no seccomp on this machine: the sandbox cannot refuse new processes here"
+    if case.needs_namespaces and not namespaces:
+        return "no user namespaces on this machine: the sandbox has no filesystem view of its own here"
+    return None
+
+
 def scores(course) -> dict[str, float]:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         return {s.student.id: s.score for s in gb.find_assignment(CHAPTER.assignment).submissions}
@@ -38,9 +60,9 @@ def scores(course) -> dict[str, float]:
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("adversarial")
     paths = Paths(course=str(root / "course"), inbox=str(root / "inbox"))
-    seccomp = seccomp_works()
+    seccomp, namespaces = seccomp_works(), namespaces_work(root)
     for case in CASES:
-        if case.needs_seccomp and not seccomp:
+        if skipped(case, seccomp, namespaces):
             continue
         content = case.build(paths)
         path = root / "inbox" / case.name / CHAPTER.notebook_name
@@ -48,14 +70,14 @@ def graded(tmp_path_factory):
         path.write_text(content if isinstance(content, str) else nbformat.writes(content))
     summary = autograde_class(root / "inbox", root / "course", jobs=2, timeout=10, chapters=[CHAPTER],
                               progress=False, limits=Limits(memory_mb=1024, file_mb=64))
-    return root, summary, scores(root / "course"), seccomp
+    return root, summary, scores(root / "course"), (seccomp, namespaces)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case_gets_what_honest_code_earns(graded, case):
-    root, summary, recorded, seccomp = graded
-    if case.needs_seccomp and not seccomp:
-        pytest.skip("no seccomp on this machine: the sandbox cannot refuse new processes here")
+    root, summary, recorded, available = graded
+    if skipped(case, *available):
+        pytest.skip(skipped(case, *available))
     assert case.name in recorded, f"{case.name} has no gradebook entry\n{summary}"
     if case.expected is not None:
         assert recorded[case.name] == pytest.approx(case.expected), summary
