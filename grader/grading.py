@@ -257,17 +257,23 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
     for sub in submissions:
         stage(course, sub, released)
     staged = [s for s in submissions if s.chapter and s.cells]
-    jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment)
-            for s in staged if not s.error]
-    verdicts = pool.judge_all(jobs, progress=progress)
+    by_key = {s.key: s for s in staged}
     api = _api(course)
-    for sub in staged:
-        sub.verdict = verdicts.get(sub.key)
+
+    def recorded(sub: Submission, verdict: Verdict | None) -> None:
+        sub.verdict = verdict
         try:
             record(course, api, sub)
         except Exception as err:  # noqa: BLE001 - one submission never stops the batch
             sub.error = f"could not record the grade: {type(err).__name__}: {err}"
             _zero(course, sub)
+
+    for sub in staged:
+        if sub.error:  # nothing to run: record the zero and its reason now
+            recorded(sub, None)
+    jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment)
+            for s in staged if not s.error]
+    pool.judge_all(jobs, progress=progress, done=lambda job, verdict: recorded(by_key[job.key], verdict))
 
 
 def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: bool = False,

@@ -152,7 +152,9 @@ class Pool:
                           file=sys.stderr)
         return verdict
 
-    def judge_all(self, jobs: list[Job], progress: bool = True) -> dict[str, Verdict]:
+    def judge_all(self, jobs: list[Job], progress: bool = True, done=None) -> dict[str, Verdict]:
+        """Judge every job, `self.jobs` at a time; `done(job, verdict)` is called in this thread as each
+        finishes (the caller records it while the next ones run)."""
         from tqdm.auto import tqdm
 
         verdicts: dict[str, Verdict] = {}
@@ -166,6 +168,8 @@ class Pool:
                     verdicts[job.key] = future.result()
                 except Exception as err:  # noqa: BLE001 - one unit failing never stops the batch
                     verdicts[job.key] = Verdict(error=f"the grader could not run this notebook: {type(err).__name__}: {err}")
+                if done is not None:
+                    done(job, verdicts[job.key])
                 bar.set_postfix_str(job.key[-40:], refresh=False)
                 bar.update()
         return verdicts
