@@ -38,7 +38,7 @@ def cmd_release(args) -> int:
 def cmd_grade(args) -> int:
     from grader.grading import format_table, grade_paths
 
-    results = grade_paths(args.paths, timeout=args.timeout)
+    results = grade_paths(args.paths, timeout=args.timeout, jobs=args.jobs, limits=_limits(args))
     print(json.dumps(results, indent=2) if args.json else format_table(results))
     return 0
 
@@ -47,9 +47,21 @@ def cmd_autograde(args) -> int:
     from grader.grading import autograde_class
 
     summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
-                              timeout=args.timeout)
+                              timeout=args.timeout, limits=_limits(args), progress=not args.quiet)
     print(summary)
     return 0
+
+
+def _limits(args):
+    from grader.sandbox import Limits
+
+    return Limits(memory_mb=args.memory_mb, cpu_seconds=args.cpu_seconds)
+
+
+def _sandbox_options(p) -> None:
+    p.add_argument("--timeout", type=int, default=120, help="seconds per cell")
+    p.add_argument("--memory-mb", type=int, default=4096, help="memory one submission may use")
+    p.add_argument("--cpu-seconds", type=int, default=900, help="CPU time one submission may use")
 
 
 def cmd_demo(args) -> int:
@@ -81,15 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("grade", help="grade submitted notebooks offline")
     p.add_argument("paths", nargs="+")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--timeout", type=int, default=120, help="seconds per cell")
+    p.add_argument("--jobs", type=int, default=1, help="notebooks graded at once")
+    _sandbox_options(p)
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("autograde", help="grade a class (one folder per student) into a gradebook")
     p.add_argument("submissions")
     p.add_argument("--course-dir", default="nbgrader-course")
     p.add_argument("--db", default=None, help="SQLAlchemy URL (default: SQLite in the course dir)")
-    p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--timeout", type=int, default=120, help="seconds per cell")
+    p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (up to one per core)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _sandbox_options(p)
     p.set_defaults(func=cmd_autograde)
 
     p = sub.add_parser("demo", help="the instructor path end to end on sample students")

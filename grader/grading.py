@@ -1,19 +1,33 @@
-"""Grading with real nbgrader: one-off notebooks (`grader grade`) and a whole class (`grader autograde`)."""
+"""Grading with real nbgrader: one-off notebooks (`grader grade`) and a whole class (`grader autograde`).
+
+The pipeline, per submission (trusted steps in this process, learner code only in the pool's sandbox):
+1. stage: read and repair the notebook against the release (grader.submissions); an unreadable
+   notebook, or one of another chapter, is staged as the released notebook with its reason;
+2. judge: the pool runs the learner's cells and the hidden checks in a sandboxed child
+   (grader.judge, grader.worker, grader.sandbox), all submissions side by side (`jobs`);
+3. record: nbgrader's own autograde, with the judge's verdict in place of its Execute step
+   (grader.judge.FillVerdict), so the gradebook, feedback and export hold it. A submission whose
+   grading failed gets zero with the reason, never its old score.
+"""
 from __future__ import annotations
 
+import contextlib
+import copy
+import fcntl
 import re
-import shutil
+import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbgrader.api import Gradebook, MissingEntry
 
-from grader.chapters import Chapter
+from grader.chapters import CHAPTERS, Chapter
 from grader.coursedir import CourseDir
-from grader.submissions import BadSubmission, identify, read_notebook, repair
+from grader.judge import VERDICTS, Job, Pool, Verdict
+from grader.sandbox import Limits
+from grader.submissions import BadSubmission, grade_id_of, identify, read_notebook, repair
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -25,6 +39,12 @@ class Submission:
     chapter: Chapter | None = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    cells: list[dict] = field(default_factory=list)
+    verdict: Verdict | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.student}/{self.chapter.assignment if self.chapter else self.path.name}"
 
 
 def _test_ids(chapter: Chapter) -> dict[str, float]:
@@ -39,47 +59,146 @@ def _cell_error(outputs: list) -> str | None:
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("FAIL", "no credit"))]
     for o in outputs:
-        if o.get("output_type") == "error":
+        if o.get("output_type") == "error" and not any(o.get("evalue", "") in ln for ln in lines):
             lines.append(ANSI.sub("", f"{o.get('ename')}: {o.get('evalue')}"))
         elif o.get("output_type") == "stream" and o.get("name") == "stderr":
             lines.append("the cell wrote to stderr")
     return "; ".join(lines) or None
 
 
+def _other_chapter(nb: nbformat.NotebookNode, chapter: Chapter) -> str | None:
+    """The chapter whose graded cells a notebook holds, when they are none of `chapter`'s."""
+    ids = {grade_id_of(c) for c in nb.cells} - {None}
+    if not ids or ids & set(_test_ids(chapter)) or ids & _solution_ids(chapter):
+        return None
+    for other in CHAPTERS:
+        if other != chapter and ids & (set(_test_ids(other)) | _solution_ids(other)):
+            return other.assignment
+    return "an unknown notebook"
+
+
+def _solution_ids(chapter: Chapter) -> set[str]:
+    nb = nbformat.read(chapter.course_notebook, as_version=4)
+    return {c.metadata.nbgrader["grade_id"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def job_cells(nb: nbformat.NotebookNode, released: nbformat.NotebookNode) -> list[dict]:
+    """What the sandbox runs for each cell: test cells are the hidden checks of their exercise
+    (whatever the submission holds there), locked cells the release's text, code cells as written."""
+    tests, locked = set(), {}
+    for cell in released.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            tests.add(meta["grade_id"])
+        elif meta.get("locked") and cell.cell_type == "code":
+            locked[meta["grade_id"]] = cell.source
+    cells = []
+    for cell in nb.cells:
+        grade_id = grade_id_of(cell)
+        if grade_id in tests:
+            cells.append({"kind": "test", "exercise": grade_id.removeprefix("test_")})
+        elif grade_id in locked:
+            cells.append({"kind": "code", "source": locked[grade_id]})
+        elif cell.cell_type == "code" or (grade_id and cell.metadata.nbgrader.get("solution")):
+            cells.append({"kind": "code", "source": cell.source})
+        else:
+            cells.append({"kind": "skip"})
+    return cells
+
+
 def stage(course: CourseDir, submission: Submission, released: dict[str, nbformat.NotebookNode]) -> None:
-    """Copy a readable, repaired submission into submitted/<student>/<assignment>/ (or record why not)."""
+    """Copy a repaired submission into submitted/<student>/<assignment>/. One that cannot be graded
+    is staged as the released notebook with the reason, so the gradebook records zero, not an old score."""
     try:
         submission.chapter = identify(submission.path)
-        if not submission.path.is_file():
-            raise BadSubmission(f"{submission.path}: no such file")
-        nb = read_notebook(submission.path)
     except BadSubmission as err:
         submission.error = str(err)
         return
     chapter = submission.chapter
-    nb, submission.notes = repair(nb, released[chapter.assignment])
+    release = released[chapter.assignment]
+    try:
+        if not submission.path.is_file():
+            raise BadSubmission(f"{submission.path}: no such file")
+        nb = read_notebook(submission.path)
+        other = _other_chapter(nb, chapter)
+        if other:
+            raise BadSubmission(f"{submission.path.name} holds the cells of {other}, not of {chapter.assignment}")
+        nb, submission.notes = repair(nb, release)
+    except BadSubmission as err:
+        submission.error = str(err)
+        nb = copy.deepcopy(release)
+    submission.cells = job_cells(nb, release)
     target = course.root / "submitted" / submission.student / chapter.assignment
     target.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target / chapter.notebook_name)
 
 
-def autograde_one(course: CourseDir, submission: Submission) -> None:
+def _api(course: CourseDir):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from traitlets.config import Config
+
+    from grader.judge import FillVerdict
+
+    config = Config()
+    config.CourseDirectory.root = str(course.root)
+    config.CourseDirectory.course_id = "transformers-from-scratch"
+    config.CourseDirectory.db_url = course.db_url
+    config.Autograde.autograde_preprocessors = [FillVerdict, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                                SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    config.NbGraderAPI.log_level = "ERROR"
+    return NbGraderAPI(CourseDirectory(config=config), config=config)
+
+
+def _zero(course: CourseDir, submission: Submission) -> None:
+    """A grading that failed must not leave an earlier score looking current."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(course.db_url) as gb:
+        try:
+            notebook = gb.find_submission_notebook(submission.chapter.name, submission.chapter.assignment,
+                                                   submission.student)
+        except MissingEntry:
+            return
+        for grade in notebook.grades:
+            grade.auto_score = 0.0
+            grade.manual_score = None
+            grade.needs_manual_grade = False
+        gb.db.commit()
+
+
+def record(course: CourseDir, api, submission: Submission) -> None:
+    """nbgrader's autograde of one staged submission, the verdict standing in for execution."""
+    chapter = submission.chapter
+    verdict = submission.verdict or Verdict(error=submission.error or "not graded")
     if submission.error:
-        return
-    proc = course.nbgrader("autograde", submission.chapter.assignment, "--student", submission.student,
-                           "--force", check=False)
-    if proc.returncode != 0:
-        last = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "ERROR" in ln]
-        submission.error = "nbgrader autograde failed: " + (last[-1] if last else f"exit {proc.returncode}")
+        verdict.error = submission.error
+    VERDICTS[(submission.student, chapter.assignment)] = (chapter, submission.cells, verdict)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's sessions
+            outcome = api.autograde(chapter.assignment, submission.student, force=True, create=True)
+    finally:
+        VERDICTS.pop((submission.student, chapter.assignment), None)
+    if not outcome.get("success"):
+        last = [ln for ln in (outcome.get("error") or "").strip().splitlines() if ln.strip()]
+        submission.error = "nbgrader autograde failed: " + (last[-1] if last else "no reason given")
+        _zero(course, submission)
+    elif verdict.error and not submission.error:
+        submission.error = verdict.error
 
 
 def result_of(course: CourseDir, submission: Submission) -> dict:
     """The JSON contract: notebook, score, max_score, tests{grade_id: score, max_score, error}."""
+    from nbgrader.api import Gradebook, MissingEntry
+
     chapter = submission.chapter
     expected = _test_ids(chapter) if chapter else {}
     tests = {gid: {"score": 0.0, "max_score": float(points), "error": submission.error}
              for gid, points in expected.items()}
-    if not submission.error:
+    if chapter and submission.cells:
         graded = course.root / "autograded" / submission.student / chapter.assignment / chapter.notebook_name
         outputs = {}
         if graded.exists():
@@ -91,11 +210,11 @@ def result_of(course: CourseDir, submission: Submission) -> dict:
                 notebook = gb.find_submission_notebook(chapter.name, chapter.assignment, submission.student)
                 for grade in notebook.grades:
                     score = float(grade.score or 0.0)
-                    error = _cell_error(outputs.get(grade.name, [])) if score < grade.max_score else None
+                    error = (_cell_error(outputs.get(grade.name, [])) or submission.error) if score < grade.max_score else None
                     tests[grade.name] = {"score": score, "max_score": float(grade.max_score), "error": error}
             except MissingEntry:
                 for entry in tests.values():
-                    entry["error"] = "no grade was recorded for this notebook"
+                    entry["error"] = submission.error or "no grade was recorded for this notebook"
     result = {"notebook": str(submission.path),
               "score": round(sum(t["score"] for t in tests.values()), 3),
               "max_score": round(sum(t["max_score"] for t in tests.values()), 3),
@@ -115,7 +234,7 @@ def _release_all(course: CourseDir, chapters: list[Chapter], cached: bool = Fals
             cached = False
     if not cached:
         for chapter in chapters:
-            course.release(chapter)
+            course.release_if_changed(chapter)
     return {c.assignment: nbformat.read(course.root / "release" / c.assignment / c.notebook_name, as_version=4)
             for c in chapters}
 
@@ -132,16 +251,41 @@ def _chapters_of(submissions: list[Submission]) -> list[Chapter]:
     return chapters
 
 
-def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1) -> list[dict]:
+def grade_all(course: CourseDir, submissions: list[Submission], released: dict, pool: Pool,
+              progress: bool = True) -> None:
+    """Stage, judge (in parallel, in the sandbox) and record every submission; never stops early."""
+    for sub in submissions:
+        stage(course, sub, released)
+    staged = [s for s in submissions if s.chapter and s.cells]
+    by_key = {s.key: s for s in staged}
+    api = _api(course)
+
+    def recorded(sub: Submission, verdict: Verdict | None) -> None:
+        sub.verdict = verdict
+        try:
+            record(course, api, sub)
+        except Exception as err:  # noqa: BLE001 - one submission never stops the batch
+            sub.error = f"could not record the grade: {type(err).__name__}: {err}"
+            _zero(course, sub)
+
+    for sub in staged:
+        if sub.error:  # nothing to run: record the zero and its reason now
+            recorded(sub, None)
+    jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment)
+            for s in staged if not s.error]
+    pool.judge_all(jobs, progress=progress, done=lambda job, verdict: recorded(by_key[job.key], verdict))
+
+
+def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: bool = False,
+                limits: Limits = Limits()) -> list[dict]:
     """Grade notebooks offline in a throwaway course directory; one result per path, in order."""
     submissions = [Submission(Path(p), f"submission{i + 1:03d}") for i, p in enumerate(paths)]
-    with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
-        course = CourseDir(Path(tmp), _chapters_of(submissions), timeout=timeout)
-        released = _release_all(course, _chapters_of(submissions), cached=True)
-        for sub in submissions:
-            stage(course, sub, released)
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            list(pool.map(lambda s: autograde_one(course, s), submissions))
+    with Pool(jobs=jobs, timeout=timeout, limits=limits) as pool, tempfile.TemporaryDirectory(prefix="grader-") as tmp:
+        pool.start()
+        chapters = _chapters_of(submissions)
+        course = CourseDir(Path(tmp), chapters, timeout=timeout)
+        released = _release_all(course, chapters, cached=True)
+        grade_all(course, submissions, released, pool, progress=progress)
         return [result_of(course, sub) for sub in submissions]
 
 
@@ -161,8 +305,42 @@ def format_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
+    """nbgrader's generate_feedback for each chapter and its CSV export, in this process."""
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins.export import CsvExportPlugin
+
+    api = _api(course)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for chapter in chapters:
+            outcome = api.generate_feedback(chapter.assignment, force=True)
+            if not outcome.get("success"):
+                print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
+                      file=sys.stderr)
+        with Gradebook(course.db_url) as gb:
+            CsvExportPlugin(to=str(course.root / "grades.csv")).export(gb)
+
+
+@contextlib.contextmanager
+def locked(root: Path):
+    """One `grader autograde` at a time per course directory; a second one waits, and says so."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".grader-autograde.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"grader: another autograde is using {root}; waiting for it to finish", file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url: str | None = None,
-                    jobs: int = 2, timeout: int = 120, chapters: list[Chapter] | None = None) -> str:
+                    jobs: int = 2, timeout: int = 120, chapters: list[Chapter] | None = None,
+                    progress: bool = True, limits: Limits = Limits()) -> str:
     """Grade every `<student>/**/<chapter>.ipynb` into the gradebook, then feedback and grades.csv."""
     submissions_dir = Path(submissions_dir)
     if not submissions_dir.is_dir():
@@ -171,21 +349,21 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
                    if student.is_dir() for path in sorted(student.rglob("*.ipynb"))
                    if ".ipynb_checkpoints" not in path.parts]
     chapters = chapters or _chapters_of(submissions)
-    course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
-    released = _release_all(course, chapters)
-    for sub in submissions:
-        stage(course, sub, released)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(lambda s: autograde_one(course, s), submissions))
-    for chapter in chapters:
-        course.nbgrader("generate_feedback", chapter.assignment, "--force", check=False)
-    course.nbgrader("export", "--to", str(course.root / "grades.csv"))
-    results = [result_of(course, sub) for sub in submissions]
-    return summary(course, chapters, results)
+    with Pool(jobs=jobs, timeout=timeout, limits=limits) as pool, locked(Path(course_dir).resolve()):
+        pool.start()
+        fresh = db_url is None and not (Path(course_dir) / "gradebook.db").exists()
+        course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
+        released = _release_all(course, chapters, cached=fresh)  # a new course directory may start from the cache
+        grade_all(course, submissions, released, pool, progress=progress)
+        feedback_and_export(course, chapters)
+        results = [result_of(course, sub) for sub in submissions]
+        return summary(course, chapters, results)
 
 
 def summary(course: CourseDir, chapters: list[Chapter], results: list[dict]) -> str:
-    """The gradebook as nbgrader recorded it, one row per student and chapter."""
+    """The gradebook as nbgrader recorded it, one row per student and chapter, and every problem."""
+    from nbgrader.api import Gradebook, MissingEntry
+
     lines = [f"Gradebook {course.db_url}", f"{'student':<12} {'chapter':<26} {'score':>13}"]
     with Gradebook(course.db_url) as gb:
         for student in sorted(s.id for s in gb.students):
@@ -197,7 +375,8 @@ def summary(course: CourseDir, chapters: list[Chapter], results: list[dict]) -> 
                 lines.append(f"{student:<12} {chapter.assignment:<26} {sub.score:>6g} / {sub.max_score:g}")
     problems = [r for r in results if r.get("error") or r.get("repairs")]
     for r in problems:
-        lines.append(f"note: {r['notebook']}: {r.get('error') or '; '.join(r['repairs'])}")
+        reason = r.get("error") or "; ".join(r["repairs"])
+        lines.append(f"note: {r['notebook']}: {reason.splitlines()[0][:300] if reason else ''}")
     feedback = sorted(course.root.glob("feedback/*/*/*.html"))
     lines.append(f"feedback: {len(feedback)} HTML file(s) under {course.root / 'feedback'}")
     lines.append(f"grades:   {course.root / 'grades.csv'}")

@@ -7,14 +7,15 @@ last expression. With no check passing it raises, so the cell shows an error.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import inspect
 import io
 import os
-import re
 import sys
 import tempfile
+import textwrap
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -184,25 +185,39 @@ def standing_in(namespace: dict, stand_ins: dict[str, Any]):
                 namespace.pop(name, None)
 
 
-def _imports_reference(obj: Any) -> bool:
+def _imports_reference(obj: Any, source_rule: bool = True) -> bool:
+    """The object comes from the reference package, or (`source_rule`, for a grading kernel where the
+    answers are importable) its source imports from it. Where learner code runs in the judge's
+    sandbox the answers are not importable at all, and the source is not looked at."""
     module = getattr(obj, "__module__", "") or ""
     if module.split(".")[0] == "solutions":
         return True
-    try:
-        source = inspect.getsource(obj)
-    except (OSError, TypeError):
+    if not source_rule:
         return False
-    return re.search(r"\bsolutions\b", source) is not None
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "solutions":
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "solutions" for a in node.names):
+            return True
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                "import_module", "__import__") and any(isinstance(a, ast.Constant) and str(a.value).startswith("solutions")
+                                                        for a in node.args):
+            return True
+    return False
 
 
-def evaluate(exercise: Exercise, namespace: dict) -> Result:
+def evaluate(exercise: Exercise, namespace: dict, source_rule: bool = True) -> Result:
     """Every check of `exercise` against `namespace[exercise.name]`; learner errors become failures."""
     result = Result(exercise.name, exercise.points)
     obj = namespace.get(exercise.name)
     if obj is None:
         result.zero_reason = f"`{exercise.name}` is not defined"
         return result
-    if _imports_reference(obj):
+    if _imports_reference(obj, source_rule):
         result.zero_reason = "the solution uses the reference package `solutions`"
         return result
     with quiet(), standing_in(namespace, exercise.stand_ins), recording(exercise.forbidden) as calls:

@@ -36,9 +36,12 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def _grade_id(cell) -> str | None:
+def grade_id_of(cell) -> str | None:
     meta = cell.get("metadata", {}).get("nbgrader")
     return meta.get("grade_id") if isinstance(meta, dict) else None
+
+
+_grade_id = grade_id_of
 
 
 def repair(submitted: nbformat.NotebookNode, released: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, list[str]]:
@@ -70,6 +73,19 @@ def repair(submitted: nbformat.NotebookNode, released: nbformat.NotebookNode) ->
         cells.insert(position, copy.deepcopy(released_cell))
         seen.add(grade_id)
         notes.append(f"cell {grade_id!r} was missing: restored from the release")
+    released_cells = {_grade_id(c): c for c in released.cells if _grade_id(c)}
+    for i, cell in enumerate(cells):
+        original = released_cells.get(_grade_id(cell))
+        if original is None:
+            continue
+        if cell.get("cell_type") != original.cell_type or cell.metadata.nbgrader != original.metadata.nbgrader:
+            # nbgrader's metadata and the cell's type are the release's: a submission cannot re-type a
+            # cell, move points or flip a grade flag (nbgrader itself would abort on some of these).
+            restored = copy.deepcopy(original)
+            if original.metadata.nbgrader.get("solution"):
+                restored.source = cell.get("source", "")
+            cells[i] = restored
+            notes.append(f"cell {_grade_id(cell)!r} had its type or grading metadata changed: restored from the release")
     repaired = copy.deepcopy(submitted)
     repaired.cells = cells
     return repaired, notes

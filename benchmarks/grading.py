@@ -1,0 +1,111 @@
+"""How fast the grader is, printed (not asserted): `grader grade` cold against a bare `import torch`,
+and `grader autograde` of a class against stock `nbgrader autograde` of the same folder, with the
+projection to a class of 100 students x 9 chapters.
+
+    .venv/bin/python benchmarks/grading.py                              # 4 students x chapters 01 02
+    .venv/bin/python benchmarks/grading.py --students 30 --chapters 01 02 03 04 05 06 --jobs 2   # the issue's class
+    .venv/bin/python benchmarks/grading.py --no-stock                   # skip the (slow) stock nbgrader run
+
+The class mixes the reference, the untouched release and catalogued wrong answers (grader.samples).
+Stock nbgrader runs each notebook in a fresh Jupyter kernel, the hidden checks inside it; ours runs
+each in a child forked from a warm, sandboxed pool and records the verdict through nbgrader.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook
+
+from grader import samples
+from grader.chapters import find_chapter
+from grader.coursedir import CourseDir
+
+MAKERS = [("reference", samples.reference), ("untouched", samples.released), ("wrong", samples.partly_wrong)]
+
+
+def seconds(command: list[str], **kwargs) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, **kwargs)
+    return time.perf_counter() - start
+
+
+def write_class(inbox: Path, chapters, students: int) -> int:
+    count = 0
+    for i in range(students):
+        kind, make = MAKERS[i % len(MAKERS)]
+        for chapter in chapters:
+            path = inbox / f"s{i:03d}-{kind}" / chapter.notebook_name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(make(chapter), path)
+            count += 1
+    return count
+
+
+def gradebook_scores(course: Path) -> dict:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {(s.student.id, a.name): round(s.score, 3) for a in gb.assignments for s in a.submissions}
+
+
+def stock_autograde(inbox: Path, course: Path, chapters, timeout: int) -> float:
+    """nbgrader's own autograde (kernels, hidden checks in-kernel) on the same submissions."""
+    root = CourseDir(course, chapters, timeout=timeout)
+    for chapter in chapters:
+        root.release(chapter)
+        for student in sorted(inbox.iterdir()):
+            target = course / "submitted" / student.name / chapter.assignment
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(student / chapter.notebook_name, target / chapter.notebook_name)
+    start = time.perf_counter()
+    for chapter in chapters:
+        root.nbgrader("autograde", chapter.assignment, "--force")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--students", type=int, default=4)
+    parser.add_argument("--chapters", nargs="+", default=["01", "02"])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--no-stock", action="store_true")
+    args = parser.parse_args()
+    chapters = [find_chapter(c) for c in args.chapters]
+    grader = [sys.executable, "-m", "grader"]
+    print(f"{os.cpu_count()} CPU cores, python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}")
+
+    with tempfile.TemporaryDirectory(prefix="grading-bench-") as tmp:
+        tmp = Path(tmp)
+        one = tmp / "one" / chapters[0].notebook_name
+        one.parent.mkdir()
+        nbformat.write(samples.reference(chapters[0]), one)
+        subprocess.run(grader + ["grade", str(one)], check=True, capture_output=True)  # fill the release cache
+        torch_s = seconds([sys.executable, "-c", "import torch"])
+        grade_s = seconds(grader + ["grade", str(one)])
+        print(f"bare `import torch`:                     {torch_s:6.1f} s")
+        print(f"`grader grade` one notebook, cold:       {grade_s:6.1f} s  = {grade_s / torch_s:.1f}x import torch"
+              f"  (goal <= 4x)")
+
+        inbox = tmp / "inbox"
+        count = write_class(inbox, chapters, args.students)
+        print(f"class: {args.students} students x {len(chapters)} chapters = {count} notebooks, --jobs {args.jobs}")
+        ours_s = seconds(grader + ["autograde", str(inbox), "--course-dir", str(tmp / "ours"), "--jobs", str(args.jobs)])
+        per = ours_s / count
+        print(f"`grader autograde`:                      {ours_s:6.1f} s  ({per:.2f} s per notebook, release, "
+              "feedback and export included)")
+        if not args.no_stock:
+            stock_s = stock_autograde(inbox, tmp / "stock", chapters, timeout=120)
+            same = gradebook_scores(tmp / "ours") == gradebook_scores(tmp / "stock")
+            print(f"stock `nbgrader autograde` (sequential): {stock_s:6.1f} s  ({stock_s / count:.2f} s per notebook)"
+                  f"  -> ours is {stock_s / ours_s:.1f}x faster (goal >= 6x); same scores: {same}")
+        print(f"projection, 100 students x 9 chapters at this rate: {per * 900 / 60:.0f} min (goal <= 20 min on 2 cores)")
+
+
+if __name__ == "__main__":
+    main()
