@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import zlib
+
 import torch
 
 
@@ -48,6 +50,23 @@ def collect(namespace: dict) -> dict[str, Exercise]:
 
 def seeded(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+def seeded_by_name(name: str, seed: int) -> torch.Generator:
+    """A generator seeded by a parameter's name: the values a spec loads never depend on the order
+    in which the learner created the layers."""
+    return seeded(seed + zlib.crc32(name.encode()) % 100000)
+
+
+def documented_shapes(module: torch.nn.Module, names: set) -> dict[str, tuple[int, ...]]:
+    """name -> shape of each documented parameter of `module`, in name order; an AssertionError
+    that names the missing ones (and what was found instead)."""
+    params = dict(module.named_parameters())
+    missing = sorted(names - set(params))
+    if missing:
+        raise AssertionError(f"missing parameters {missing[:4]}{' ...' if len(missing) > 4 else ''}; "
+                             f"found {sorted(params)[:6]} ...")
+    return {name: tuple(params[name].shape) for name in sorted(names)}
 
 
 def randn(*shape: int, seed: int) -> torch.Tensor:

@@ -15,8 +15,10 @@ import functools
 import importlib.abc
 import importlib.machinery
 import inspect
+import math
 import sys
 import textwrap
+import zlib
 from typing import Any
 
 import torch
@@ -91,6 +93,13 @@ class _WrapChecks(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 if not any(isinstance(finder, _WrapChecks) for finder in sys.meta_path):
     sys.meta_path.insert(0, _WrapChecks())
+
+
+def name_wave(name: str, shape: tuple[int, ...]) -> torch.Tensor:
+    """Fixed values in [-1, 1] made from a parameter's name by formula: weights a check loads by name,
+    so they never depend on the order in which the learner created the layers."""
+    numel = math.prod(shape)
+    return torch.sin(torch.arange(numel, dtype=torch.float32) * 0.37 + zlib.crc32(name.encode()) % 997).reshape(shape)
 
 
 def fail(message: str) -> None:
