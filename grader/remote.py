@@ -27,15 +27,13 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-from torch.func import functional_call
 
-from grader.probe import FixedDropout
+from grader.standins import PLAIN, StandInHost
 from grader.spec import Exercise
 from grader.wire import Codec, Endpoint, Lost, WireError
 
-GRACE = 5  # seconds past the time limit before a silent child counts as lost
+GRACE = 15  # seconds past the time limit before a silent child counts as lost
 TRUSTED_ROOTS = ("torch", "builtins", "collections")
-PLAIN = (type(None), bool, int, float, str)
 # One exercise is judged at a time in this process: checks seed torch's global generator, which
 # all threads share.
 LOCK = threading.Lock()
@@ -189,30 +187,7 @@ class TrustedCodec(Codec):
         return self.session.proxy(node)
 
 
-def _tree(module: nn.Module) -> dict:
-    """A stand-in module's parameters, buffers, children and plain settings, for its Shadow."""
-    return {
-        "params": {n: [p.detach(), p.requires_grad] for n, p in module.named_parameters(recurse=False)},
-        "buffers": {n: b for n, b in module.named_buffers(recurse=False)},
-        "children": {n: {"dropout": c.p} if isinstance(c, nn.Dropout) else _tree(c) for n, c in module.named_children()},
-        "attrs": {n: v for n, v in vars(module).items() if not n.startswith("_") and n != "training" and type(v) in PLAIN},
-    }
-
-
-def _leaves(structure: list, wants: list[int]) -> tuple[Any, list]:
-    """`structure` with the tensors at positions `wants` (in flattening order) made fresh leaves."""
-    from grader.probe import _fill, _flatten
-
-    tensors: list = []
-    template = _flatten(structure, tensors)
-    for i in wants:
-        if type(i) is not int or not 0 <= i < len(tensors):
-            raise WireError("a gradient asked for an input that is not there")
-        tensors[i] = tensors[i].detach().requires_grad_(True)
-    return _fill(template, tensors), tensors
-
-
-class Session:
+class Session(StandInHost):
     """One exercise's conversation with the child."""
 
     def __init__(self, conn, timeout: float):
@@ -291,88 +266,6 @@ class Session:
                 self.classes[(name, base)] = type(name, (), {"__module__": "learner"})
         return self.classes[(name, base)]
 
-    # ---------------------------------------------------------------- calls from the child
-    def handle(self, op: str, args: list) -> Any:
-        method = getattr(self, f"cb_{op.removeprefix('cb_')}", None) if op.startswith("cb_") else None
-        if method is None:
-            raise WireError(f"unknown callback {op!r}")
-        return method(*args)
-
-    def _run(self, fn, args, kwargs, extra, wants, grad, rng, before=None) -> dict:
-        generators, self.codec.incoming_generators = self.codec.incoming_generators, []
-        (args, kwargs, extra), tensors = _leaves([args, kwargs, extra], wants)
-        torch.set_rng_state(rng)
-        with torch.set_grad_enabled(bool(grad)):
-            if before is not None:
-                value = before(extra, args, kwargs)
-            else:
-                value = fn(*args, **kwargs)
-        token = None
-        if wants:
-            token = len(self.tokens) + 1
-            self.tokens[token] = ([tensors[i] for i in wants], value, list(wants), len(tensors))
-        changed = [[key, g.get_state()] for g, before, key in generators if not torch.equal(g.get_state(), before)]
-        return {"value": value, "token": token, "rng": torch.get_rng_state(), "changed": changed}
-
-    def cb_call(self, target, args, kwargs, extra, wants, grad, rng):
-        if not callable(target) or isinstance(target, (torch.Tensor, Remote)):
-            raise TypeError("this object cannot be called")
-        return self._run(target, args, kwargs, extra, wants, grad, rng)
-
-    def cb_new(self, cls, args, kwargs):
-        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-            raise TypeError("not a module class")
-        inst = cls(*args, **kwargs)
-        return {"inst": inst, "tree": _tree(inst)}
-
-    def cb_forward(self, inst, path, names, state, args, kwargs, extra, wants, grad, rng):
-        if not isinstance(inst, nn.Module):
-            raise TypeError("not a module")
-        for name, module in inst.named_modules():
-            module.training = bool(state["training"].get(name, module.training))
-            if name in state["p"] and isinstance(module, (nn.Dropout, FixedDropout)):
-                module.p = float(state["p"][name])
-        for name, p in state["fixed"].items():
-            owner, _, attr = name.rpartition(".")
-            if isinstance(getattr(inst.get_submodule(owner), attr, None), nn.Dropout):
-                setattr(inst.get_submodule(owner), attr, FixedDropout(p))
-        target = inst.get_submodule(path) if path else inst
-        prefix = f"{path}." if path else ""
-
-        def forward(values, a, k):
-            tensors = {n.removeprefix(prefix): v for n, v in zip(names, values) if n.startswith(prefix)}
-            tensors.update({n.removeprefix(prefix): b for n, b in state["buffers"].items() if n.startswith(prefix)})
-            return functional_call(target, tensors, tuple(a), k, strict=False)
-
-        return self._run(None, args, kwargs, extra, wants, grad, rng, before=forward)
-
-    def cb_backward(self, token, grads):
-        from grader.probe import _flatten
-
-        if token not in self.tokens:
-            raise WireError("a backward pass for a call the grader does not know")
-        inputs, value, wants, count = self.tokens[token]
-        outputs: list = []
-        _flatten(value, outputs)
-        pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
-        result: list = [None] * count
-        if pairs:
-            found = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
-                                        allow_unused=True, retain_graph=True)
-            for i, g in zip(wants, found):
-                result[i] = g
-        return result
-
-    def cb_getattr(self, target, name):
-        if not isinstance(name, str) or name.startswith("_"):
-            raise AttributeError(name)
-        value = getattr(target, name)
-        if type(value) in PLAIN or isinstance(value, (torch.Tensor, nn.Module)):
-            return value
-        if getattr(value, "__self__", None) is target:
-            return value  # a bound method of the object itself
-        raise AttributeError(f"{name} is not available to the learner's code")
-
 
 def judge_exercise(exercise: Exercise, conn, timeout: float) -> dict:
     """Every check of `exercise`, run here against the child's object; the verdict as plain data."""
@@ -380,7 +273,7 @@ def judge_exercise(exercise: Exercise, conn, timeout: float) -> dict:
     return {"passed": result.passed, "failed": [list(f) for f in result.failed], "zero_reason": result.zero_reason}
 
 
-def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 20.0):
+def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0):
     """`evaluate` against a forked child that serves `namespace` (no sandbox): how the tests put
     every catalogued submission through the same path as a graded notebook."""
     import multiprocessing
@@ -416,7 +309,7 @@ def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 20.0
 
 def evaluate(exercise: Exercise, conn, timeout: float):
     """Every check of `exercise`, run in this process against the object the child at `conn` holds."""
-    from grader.runner import Result
+    from grader.runner import Result, forbidden_reason, run_each
 
     result = Result(exercise.name, exercise.points)
     with LOCK, torch.random.fork_rng(devices=[]):
@@ -426,28 +319,8 @@ def evaluate(exercise: Exercise, conn, timeout: float):
         if obj is None:
             result.zero_reason = f"`{exercise.name}` is not defined"
         else:
-            for check in exercise.checks:
-                try:
-                    check.run(obj)
-                except (Lost, WireError):
-                    raise
-                except NotImplementedError:
-                    result.failed.append((check.description, "not implemented yet"))
-                except AssertionError as err:
-                    result.failed.append((check.description, str(err) or "assertion failed"))
-                except Exception as err:  # noqa: BLE001 - the learner's code raised
-                    if type(err).__name__ == "CellTimeout" and hasattr(err, "remote_line"):
-                        result.zero_reason = "the cell ran past its time limit and was interrupted"
-                        break
-                    line = getattr(err, "remote_line", None)
-                    if line is None:
-                        tb = traceback.extract_tb(err.__traceback__)
-                        line = tb[-1].lineno if tb else 0
-                    result.failed.append((check.description, f"{type(err).__name__}: {err} (line {line})"))
-                else:
-                    result.passed.append(check.description)
+            run_each(exercise, obj, result, passthrough=(Lost, WireError))
         calls = session.request("end")
         if calls and not result.zero_reason:
-            result.zero_reason = (f"the solution calls {', '.join(calls)}, which this exercise asks you to "
-                                  "write yourself")
+            result.zero_reason = forbidden_reason(calls)
     return result

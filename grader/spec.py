@@ -8,8 +8,8 @@ import zlib
 
 import torch
 
-from grader import probe
-from grader.probe import FixedDropout  # noqa: F401 - the specs import it from here
+from grader import standins
+from grader.standins import FixedDropout  # noqa: F401 - the specs import it from here
 
 
 @dataclass
@@ -111,7 +111,7 @@ def fix_dropout(module: torch.nn.Module) -> torch.nn.Module:
     if hasattr(type(module), "_grader_fix_dropout"):
         module._grader_fix_dropout()
         return module
-    return probe.fix_dropout(module)
+    return standins.fix_dropout(module)
 
 
 def assert_pair(result: Any, what: str = "result") -> tuple[Any, Any]:
