@@ -29,7 +29,10 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from grader.chapters import Chapter
+from grader.remote import judge_exercise
+from grader.runner import exercises
 from grader.sandbox import Limits
+from grader.wire import Lost, WireError
 
 MAX_MESSAGE = 32 * 1024 * 1024  # bytes of one cell's message
 GRACE = 15  # seconds a child may stay silent beyond the cell time limit before it is killed
@@ -97,10 +100,14 @@ class Pool:
         job_dir, root = base / job.chapter.assignment, base / "root"
         root.mkdir()
         shutil.copytree(job.release_dir, job_dir, ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
+        specs = exercises(job.chapter.name)
+        tests = {i: specs[c["exercise"]] for i, c in enumerate(job.cells)
+                 if c["kind"] == "test" and c.get("exercise") in specs}
+        cells = [c if c["kind"] != "test" or i in tests else {"kind": "skip"} for i, c in enumerate(job.cells)]
         payload = {"dir": str(job_dir), "root": str(root), "limits": asdict(self.limits), "chapter": job.chapter.name,
-                   "cells": job.cells, "timeout": self.timeout, "threads": self.threads}
+                   "cells": cells, "timeout": self.timeout, "threads": self.threads}
         verdict_copy = time.perf_counter() - started
-        receive, send = self.ctx.Pipe(duplex=False)
+        receive, send = self.ctx.Pipe(duplex=True)
         proc = self.ctx.Process(target=run, args=(payload, send), daemon=True)
         verdict, reached, done = Verdict(), 0, False
         try:
@@ -126,9 +133,22 @@ class Pool:
                     verdict.timings[kind] = message.get("seconds")
                 if kind == "start":
                     verdict.missing = [str(m) for m in message.get("missing", [])][:5]
-                elif kind == "cell" and isinstance(message.get("index"), int) and message["index"] not in verdict.cells:
+                elif kind == "cell" and isinstance(message.get("index"), int) and message["index"] not in verdict.cells \
+                        and message["index"] not in tests:  # a test cell's verdict is never the child's word
                     verdict.cells[message["index"]] = message
                     reached = message["index"] + 1
+                elif kind == "test" and message.get("index") in tests and message["index"] not in verdict.cells:
+                    index = message["index"]
+                    try:
+                        verdict.cells[index] = judge_exercise(tests[index], receive, self.timeout)
+                    except Lost:
+                        verdict.error = (f"cell {index + 1} ran past the {self.timeout:g} s limit and could not be "
+                                         "interrupted, or its process ended; later cells were not run")
+                        break
+                    except WireError as err:
+                        verdict.error = f"cell {index + 1}: the sandbox broke the grading protocol ({err}); later cells were not run"
+                        break
+                    reached = index + 1
                 elif kind == "done":
                     done = True
                 elif kind == "fatal":

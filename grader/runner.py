@@ -185,15 +185,13 @@ def standing_in(namespace: dict, stand_ins: dict[str, Any]):
                 namespace.pop(name, None)
 
 
-def _imports_reference(obj: Any, source_rule: bool = True) -> bool:
-    """The object comes from the reference package, or (`source_rule`, for a grading kernel where the
-    answers are importable) its source imports from it. Where learner code runs in the judge's
-    sandbox the answers are not importable at all, and the source is not looked at."""
+def _imports_reference(obj: Any) -> bool:
+    """The object comes from the reference package, or its source imports from it: the rule of a
+    kernel where the answers are importable (stock nbgrader running the hidden cells). In the
+    judge's sandbox the answers are not importable at all, and nothing is looked at."""
     module = getattr(obj, "__module__", "") or ""
     if module.split(".")[0] == "solutions":
         return True
-    if not source_rule:
-        return False
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
     except (OSError, TypeError, SyntaxError):
@@ -210,34 +208,50 @@ def _imports_reference(obj: Any, source_rule: bool = True) -> bool:
     return False
 
 
-def evaluate(exercise: Exercise, namespace: dict, source_rule: bool = True) -> Result:
+def evaluate(exercise: Exercise, namespace: dict) -> Result:
     """Every check of `exercise` against `namespace[exercise.name]`; learner errors become failures."""
     result = Result(exercise.name, exercise.points)
     obj = namespace.get(exercise.name)
     if obj is None:
         result.zero_reason = f"`{exercise.name}` is not defined"
         return result
-    if _imports_reference(obj, source_rule):
+    if _imports_reference(obj):
         result.zero_reason = "the solution uses the reference package `solutions`"
         return result
     with quiet(), standing_in(namespace, exercise.stand_ins), recording(exercise.forbidden) as calls:
-        for check in exercise.checks:
-            try:
-                check.run(obj)
-            except NotImplementedError:
-                result.failed.append((check.description, "not implemented yet"))
-            except AssertionError as err:
-                result.failed.append((check.description, str(err) or "assertion failed"))
-            except Exception as err:  # noqa: BLE001 - the learner's code raised
-                where = traceback.extract_tb(err.__traceback__)[-1]
-                result.failed.append((check.description,
-                                      f"{type(err).__name__}: {err} (line {where.lineno})"))
-            else:
-                result.passed.append(check.description)
+        run_each(exercise, obj, result)
     if calls:
-        forbidden = ", ".join(sorted(set(calls)))
-        result.zero_reason = f"the solution calls {forbidden}, which this exercise asks you to write yourself"
+        result.zero_reason = forbidden_reason(calls)
     return result
+
+
+def run_each(exercise: Exercise, obj: Any, result: Result, passthrough: tuple = ()) -> None:
+    """Run every check on `obj` into `result`; what the learner's code raised becomes a failure (a
+    time limit reached in the judge's child, a zero for the exercise), `passthrough` propagates."""
+    for check in exercise.checks:
+        try:
+            check.run(obj)
+        except passthrough:
+            raise
+        except NotImplementedError:
+            result.failed.append((check.description, "not implemented yet"))
+        except AssertionError as err:
+            result.failed.append((check.description, str(err) or "assertion failed"))
+        except Exception as err:  # noqa: BLE001 - the learner's code raised
+            line = getattr(err, "remote_line", None)  # set on an exception raised in the judge's child
+            if type(err).__name__ == "CellTimeout" and hasattr(err, "remote_line"):
+                result.zero_reason = "the cell ran past its time limit and was interrupted"
+                return
+            if line is None:
+                where = traceback.extract_tb(err.__traceback__)
+                line = where[-1].lineno if where else 0
+            result.failed.append((check.description, f"{type(err).__name__}: {err} (line {line})"))
+        else:
+            result.passed.append(check.description)
+
+
+def forbidden_reason(calls) -> str:
+    return f"the solution calls {', '.join(sorted(set(calls)))}, which this exercise asks you to write yourself"
 
 
 def run_checks(chapter_name: str, exercise_name: str, namespace: dict) -> float:

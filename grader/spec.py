@@ -8,6 +8,9 @@ import zlib
 
 import torch
 
+from grader import standins
+from grader.standins import FixedDropout  # noqa: F401 - the specs import it from here
+
 
 @dataclass
 class Check:
@@ -78,7 +81,7 @@ def assert_tensor(actual: Any, expected: torch.Tensor, *, atol: float = 1e-6,
                   rtol: float = 1e-5, what: str = "output") -> None:
     """Exact type, dtype and shape, then values within the stated tolerance."""
     if type(actual) is not torch.Tensor:
-        raise AssertionError(f"{what} should be a torch.Tensor, got {type(actual).__name__}")
+        raise AssertionError(f"{what} should be a torch.Tensor, got {actual.__class__.__name__}")
     if actual.dtype != expected.dtype:
         raise AssertionError(f"{what} has dtype {actual.dtype}, expected {expected.dtype}")
     if actual.shape != expected.shape:
@@ -102,30 +105,13 @@ def load_torch_attention(torch_attn: torch.nn.MultiheadAttention, state: dict[st
             torch_attn.out_proj.bias.copy_(state[f"{prefix}.W_o.bias"])
 
 
-class FixedDropout(torch.nn.Module):
-    """Stands in for an nn.Dropout so that training mode is reproducible: it keeps the module's p
-    and zeroes a fixed pattern that depends only on the input's shape (a learner who calls one
-    dropout module twice on same-shaped tensors is not penalised). See `fix_dropout`."""
-
-    def __init__(self, p: float):
-        super().__init__()
-        self.p = p
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.p == 0:
-            return x
-        g = seeded(sum((i + 1) * 7919 * n for i, n in enumerate(x.shape)) + 1)
-        keep = torch.rand(x.shape, generator=g) >= self.p
-        return x * keep / (1 - self.p)
-
-
 def fix_dropout(module: torch.nn.Module) -> torch.nn.Module:
-    """Replace every nn.Dropout inside `module` by a FixedDropout with the same p, by name."""
-    for name, child in list(module.named_modules()):
-        if isinstance(child, torch.nn.Dropout):
-            owner, _, attr = name.rpartition(".")
-            setattr(module.get_submodule(owner) if owner else module, attr, FixedDropout(child.p))
-    return module
+    """Replace every nn.Dropout inside `module` by a FixedDropout with the same p, by name (in the
+    sandboxed child, where `module` is a learner object there)."""
+    if hasattr(type(module), "_grader_fix_dropout"):
+        module._grader_fix_dropout()
+        return module
+    return standins.fix_dropout(module)
 
 
 def assert_pair(result: Any, what: str = "result") -> tuple[Any, Any]:

@@ -14,7 +14,6 @@ import base64
 import io
 import json
 import os
-import signal
 import sys
 import time
 import traceback
@@ -27,9 +26,8 @@ import matplotlib.pyplot  # noqa: E402,F401
 from IPython.core.displaypub import CapturingDisplayPublisher  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
-from course.toolkit import GRADING_ENV  # noqa: E402
 from grader import runner, sandbox  # noqa: E402
-from grader.chapters import CHAPTERS  # noqa: E402
+from grader.probe import CellTimeout, Server, alarm  # noqa: E402
 
 try:  # optional third-party packages the notebooks use: import once here when present
     import seaborn  # noqa: F401
@@ -37,7 +35,7 @@ try:  # optional third-party packages the notebooks use: import once here when p
 except ImportError:  # pragma: no cover
     pass
 
-SPECS = {chapter.name: runner.exercises(chapter.name) for chapter in CHAPTERS}
+GRADING_ENV = "TRANSFORMERS_COURSE_GRADING"  # course.toolkit.GRADING_ENV; the course package is not imported here
 # Modules whose attributes the checks rely on: restored before every test cell, so that a learner
 # cell that patched them earlier (torch.testing.assert_close, builtins.isinstance, ...) changes nothing.
 GUARDED = ("builtins", "math", "torch", "torch.testing", "torch.nn", "torch.nn.functional", "torch.nn.modules.module")
@@ -46,10 +44,6 @@ HIDDEN_PACKAGES = ("grader", "solutions", "course", "tests")
 TEXT_LIMIT = 64 * 1024  # characters of stdout kept per cell
 DISPLAY_LIMIT = 20  # rich outputs (figures) kept per cell
 DATA_LIMIT = 4 * 1024 * 1024  # bytes of one rich output
-
-
-class CellTimeout(Exception):
-    """Raised inside a cell that ran past its time limit."""
 
 
 class BoundedText(io.TextIOBase):
@@ -80,25 +74,6 @@ class BoundedText(io.TextIOBase):
 
 def _send(conn, message: dict) -> None:
     conn.send_bytes(json.dumps(message, default=str).encode())
-
-
-def _on_alarm(signum, frame):
-    raise CellTimeout("the cell ran past its time limit and was interrupted")
-
-
-class alarm:
-    """Interrupt the cell after `seconds`; once spent, interrupt again every second (the checks left
-    in a test cell each get a moment, and a loop that swallows one interruption gets the next)."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-
-    def __enter__(self):
-        signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, self.seconds, 1.0)
-
-    def __exit__(self, *exc):
-        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def _snapshot() -> dict:
@@ -208,17 +183,15 @@ def _run_code(shell, publisher, errors, source: str, timeout: float) -> dict:
     return {"outputs": outputs}
 
 
-def _run_test(shell, chapter: str, exercise: str, timeout: float) -> dict:
+def _serve_test(conn, shell, index: int, exercise: str) -> None:
+    """Say that a test cell is reached, then answer the trusted grader's calls until its checks end."""
+    _send(conn, {"kind": "test", "index": index, "exercise": exercise})
     sink, saved = BoundedText(0), (sys.stdout, sys.stderr)
     sys.stdout = sys.stderr = sink  # what the learner's code prints while checked is not shown
     try:
-        with alarm(timeout):
-            result = runner.evaluate(SPECS[chapter][exercise], shell.user_ns, source_rule=False)
-    except CellTimeout as err:
-        return {"passed": [], "failed": [], "zero_reason": str(err)}
+        Server(conn, shell.user_ns, runner.recording).serve()
     finally:
         sys.stdout, sys.stderr = saved
-    return {"passed": result.passed, "failed": [list(f) for f in result.failed], "zero_reason": result.zero_reason}
 
 
 def run(job: dict, conn) -> None:
@@ -244,9 +217,9 @@ def run(job: dict, conn) -> None:
             started = time.perf_counter()
             if cell["kind"] == "test":
                 _restore(trusted)
-                message = _run_test(shell, job["chapter"], cell["exercise"], job["timeout"])
-            else:
-                message = _run_code(shell, publisher, errors, cell["source"], job["timeout"])
+                _serve_test(conn, shell, index, cell["exercise"])
+                continue
+            message = _run_code(shell, publisher, errors, cell["source"], job["timeout"])
             _send(conn, {"kind": "cell", "index": index, "seconds": round(time.perf_counter() - started, 3), **message})
         _send(conn, {"kind": "done"})
     except BaseException:  # noqa: BLE001 - the grader's side says what happened

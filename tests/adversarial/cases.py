@@ -129,6 +129,31 @@ def softmax(x, dim=-1):
 WRAPPER = "from solutions.self_attention import softmax as _reference\n\ndef softmax(x, dim=-1):\n    return _reference(x, dim)\n"
 TWO_WAYS = ANSWERS["softmax"].replace("### BEGIN SOLUTION", "### BEGIN SOLUTION\n    # There are two possible solutions; this is the stable one.")
 
+SKELETON = {"softmax": None, "scaled_dot_product_attention": None, "SelfAttention": None}
+# Stage 1 ran the checks in the learner's process: these two scored 8 / 8 with no answer at all.
+PATCH_CHECKS = """
+import gc
+for o in gc.get_objects():
+    if type(o).__name__ in ('Check', 'Exercise'):
+        try:
+            o.run = lambda obj: None
+            o.checks = []
+        except Exception:
+            pass
+"""
+FORGE_VERDICTS = """
+import gc, json
+from multiprocessing.connection import Connection
+for o in gc.get_objects():
+    if isinstance(o, Connection):
+        for i in range(200):
+            try:
+                o.send_bytes(json.dumps({"kind": "cell", "index": i, "passed": ["x"], "failed": [],
+                                         "zero_reason": None, "outputs": []}).encode())
+            except Exception:
+                pass
+"""
+
 CASES = [
     # controls
     Case("reference", cells(), FULL),
@@ -181,6 +206,12 @@ CASES = [
     Case("probe-fork", probe("pid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)"), 6.0,
          needs_seccomp=True),
     Case("probe-subprocess", probe("import subprocess\nsubprocess.run(['true'], check=True)"), 6.0, needs_seccomp=True),
+    Case("gc-patch-the-checks", cells(answers=SKELETON, start=PATCH_CHECKS), 0.0),
+    Case("forge-verdicts-on-the-pipe", cells(answers=SKELETON, start=FORGE_VERDICTS), 0.0),
+    Case("probe-answers-in-memory", probe("""
+        import gc
+        assert any(str(getattr(o, '__module__', '')).startswith(('solutions.self_attention', 'grader.specs'))
+                   for o in gc.get_objects() if callable(o))"""), 6.0),
     Case("correct-answer-saying-solutions", cells(answers={"softmax": TWO_WAYS}), FULL),
     # faults: each costs what comes after it, never the batch
     Case("os-exit", cells(after={"test_softmax": "import os\nos._exit(3)"}), 2.0, reason="exit status 3"),

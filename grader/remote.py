@@ -1,0 +1,326 @@
+"""The trusted side of a hidden check: the exercise's checks run here, on proxies of learner objects.
+
+`judge_exercise` runs every check of one exercise in this (trusted) process. The learner's object
+is a `Remote`: calling it, reading its attributes or iterating it sends a plain request to the
+sandboxed child (grader.probe), which runs the learner's code and answers with plain data
+(grader.wire). Expected values, oracles and comparisons never leave this process, so nothing the
+learner's code does can change a verdict except the values it computes.
+
+What the checks see is what they saw when they ran beside the learner's code:
+- a tensor the learner returns arrives as a real `torch.Tensor` (a *mirror*); when a check
+  backpropagates through it, a hook sends the gradient to the child, which continues the backward
+  pass through the learner's graph and reports the gradients of the check's own input tensors;
+- a parameter arrives as a `RemoteParameter`, whose in-place changes (`copy_` under no_grad) are
+  written through to the learner's module, with its current `.grad`;
+- a check's tensor or generator that the learner's code changed in place is changed here too, and
+  torch's global random state travels with every call (so `torch.manual_seed` before a call works);
+- `isinstance(module, nn.Linear)` holds for a remote nn.Linear (its class mirrors the torch classes
+  in the learner class's MRO); an exception the learner's code raises is raised here with the same
+  built-in type.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import traceback
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from grader.standins import PLAIN, StandInHost
+from grader.spec import Exercise
+from grader.wire import Codec, Endpoint, Lost, WireError
+
+GRACE = 15  # seconds past the time limit before a silent child counts as lost
+TRUSTED_ROOTS = ("torch", "builtins", "collections")
+# One exercise is judged at a time in this process: checks seed torch's global generator, which
+# all threads share.
+LOCK = threading.Lock()
+
+
+class CheckTimeout(Exception):
+    """The learner's code ran past the time limit during a check."""
+
+
+class Foreign:
+    """A key into the child's table, sent back as a reference to the child's own object."""
+
+    def __init__(self, key: int):
+        self.key = key
+
+
+class RemoteParameter(nn.Parameter):
+    """A learner module's parameter; in-place changes are written through to the child."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            result = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", "")
+        target = args[0] if args else None
+        if isinstance(target, RemoteParameter) and name.endswith("_") and not name.endswith("__") \
+                or name in ("__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__"):
+            if isinstance(target, RemoteParameter):
+                target.push()
+        return result
+
+    def push(self) -> None:
+        session, key = self.__dict__["_remote"]
+        with torch._C.DisableTorchFunctionSubclass():
+            value = self.detach().clone()
+        session.request("setvalue", Foreign(key), value)
+
+
+class Remote:
+    """A learner object in the child. Its class mirrors the torch classes it derives from."""
+
+    __slots__ = ("_session", "_key", "_info", "__weakref__")
+
+    def __init__(self, session: "Session", key: int, info: dict):
+        object.__setattr__(self, "_session", session)
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_info", info)
+
+    @property
+    def __class__(self):
+        return self._session.mirror_class(self._info)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._session.request("getattr", self, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        self._session.request("setattr", self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self._session.request("delattr", self, name)
+
+    def __call__(self, *args, **kwargs):
+        return self._session.call(self, args, kwargs)
+
+    def __getitem__(self, key):
+        return self._session.request("getitem", self, key)
+
+    def __setitem__(self, key, value) -> None:
+        self._session.request("setitem", self, key, value)
+
+    def __len__(self) -> int:
+        return self._session.request("len", self)
+
+    def __contains__(self, item) -> bool:
+        return self._session.request("contains", self, item)
+
+    def __bool__(self) -> bool:
+        return self._session.request("bool", self)
+
+    def __iter__(self):
+        return iter(self._session.request("iter", self))
+
+    def __repr__(self) -> str:
+        return str(self._session.request("repr", self))
+
+    def _grader_fix_dropout(self) -> None:
+        self._session.request("fix_dropout", self)
+
+
+class TrustedCodec(Codec):
+    def __init__(self, session: "Session"):
+        super().__init__()
+        self.session = session
+        self.mirrors: dict[int, tuple[torch.Tensor, int]] = {}
+        self.incoming_generators: list = []
+
+    def forget(self) -> None:
+        super().forget()
+        self.mirrors.clear()
+
+    def encode_tensor(self, t: torch.Tensor, frames: list[bytes]) -> dict:
+        hit = self.mirrors.get(id(t))
+        if hit is not None and hit[0] is t:
+            return {"$echo": hit[1]}
+        node = super().encode_tensor(t, frames)
+        node.update(key=self.keep(t), rg=t.requires_grad and not self.serving)
+        return node
+
+    def generator_key(self, g: torch.Generator) -> dict:
+        return {"key": self.keep(g)}
+
+    def decode_generator(self, node: dict, g: torch.Generator) -> torch.Generator:
+        if self.serving:  # a callback's generator: its new state goes back with the answer
+            self.incoming_generators.append((g, g.get_state(), node.get("key")))
+        return g
+
+    def encode_other(self, obj: Any) -> dict:
+        if isinstance(obj, Remote):
+            return {"$echo": obj._key}
+        if isinstance(obj, Foreign):
+            return {"$echo": obj.key}
+        kind = "class" if isinstance(obj, type) and issubclass(obj, nn.Module) else "function"
+        return {"$ref": self.keep(obj), "kind": kind}
+
+    def decode_tensor(self, node: dict, tensor: torch.Tensor, frames: list[bytes]) -> Any:
+        if self.serving:
+            return tensor  # a callback's argument: a plain value
+        key, wants_grad = node.get("key"), bool(node.get("rg")) and tensor.is_floating_point()
+        if node.get("param"):
+            mirror = RemoteParameter(tensor, requires_grad=wants_grad)
+            mirror.__dict__["_remote"] = (self.session, key)
+            grad = node.get("grad")
+            if isinstance(grad, dict) and "$t" in grad:
+                from grader.wire import _frame, tensor_from
+                mirror.grad = tensor_from(_frame(frames, grad["$t"]), grad.get("dtype"), grad.get("shape"))
+        else:
+            mirror = tensor.requires_grad_(wants_grad)
+        if wants_grad:
+            mirror.register_hook(lambda grad, _key=key: self.session.push_grad(_key, grad))
+        self.mirrors[id(mirror)] = (mirror, key)
+        return mirror
+
+    def decode_ref(self, node: dict) -> Any:
+        if "$echo" in node:
+            key = node["$echo"]
+            if key not in self.table:
+                raise WireError("a reference to an object the grader no longer has")
+            return self.table[key]
+        return self.session.proxy(node)
+
+
+class Session(StandInHost):
+    """One exercise's conversation with the child."""
+
+    def __init__(self, conn, timeout: float):
+        self.codec = TrustedCodec(self)
+        self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: timeout + GRACE)
+        self.proxies: dict[int, Remote] = {}
+        self.classes: dict[tuple, type] = {}
+        self.tokens: dict[int, tuple[list, Any, list]] = {}
+
+    def request(self, op: str, *args):
+        return self.endpoint.request(op, *args)
+
+    def call(self, target, args: tuple, kwargs: dict):
+        reply = self.request("call", target, list(args), dict(kwargs), torch.is_grad_enabled(), torch.get_rng_state())
+        torch.set_rng_state(reply["rng"])
+        self.apply_changes(reply["changed"])
+        for where, now in reply["edited"]:  # a list or dict argument the learner's code edited in place
+            local = args[where] if type(where) is int and 0 <= where < len(args) else kwargs.get(where)
+            if type(local) is list and type(now) is list:
+                local[:] = now
+            elif type(local) is dict and type(now) is dict:
+                local.clear()
+                local.update(now)
+        return reply["value"]
+
+    def apply_changes(self, changed: list) -> None:
+        for key, value in changed:
+            local = self.codec.table.get(key)
+            if isinstance(local, torch.Generator):
+                local.set_state(value)
+            elif isinstance(local, torch.Tensor):
+                with torch.no_grad():
+                    if local.shape == value.shape and local.dtype == value.dtype:
+                        local.copy_(value)
+                    else:
+                        local.data = value
+
+    def push_grad(self, key: int, grad: torch.Tensor) -> None:
+        """A check's backward pass reached a mirror: continue it in the child, then bring back the
+        gradients of the check's own tensors that the learner's graph used."""
+        deltas = self.request("backward", Foreign(key), grad.detach())
+        for local_key, delta in deltas.items():
+            local = self.codec.table.get(local_key)
+            if isinstance(local, torch.Tensor) and local.requires_grad:
+                if local.is_leaf:
+                    local.grad = delta if local.grad is None else local.grad + delta
+                else:
+                    torch.autograd.backward(local, delta)
+
+    def proxy(self, node: dict) -> Remote:
+        key = node.get("$ref")
+        if key not in self.proxies:
+            self.proxies[key] = Remote(self, key, {"mro": node.get("mro") or [], "name": str(node.get("name", "object"))})
+        return self.proxies[key]
+
+    def mirror_class(self, info: dict) -> type:
+        """A local class named as the learner's, derived from the first torch or built-in class in
+        its MRO, so that isinstance checks against those answer as they would on the object."""
+        base = object
+        for dotted in info["mro"]:
+            module, _, qualname = str(dotted).rpartition(".") if "<" not in str(dotted) else ("", "", "")
+            found = sys.modules.get(module) if module.split(".")[0] in TRUSTED_ROOTS else None
+            if found is None:
+                continue
+            cls = found
+            for part in qualname.split("."):
+                cls = getattr(cls, part, None)
+            if isinstance(cls, type) and cls is not object:
+                base = cls
+                break
+        name = info["name"] if info["name"].isidentifier() else "LearnerObject"
+        if (name, base) not in self.classes:
+            try:
+                self.classes[(name, base)] = type(name, (base,), {"__module__": "learner"})
+            except TypeError:  # a built-in that cannot be subclassed (function, generator, ...)
+                self.classes[(name, base)] = type(name, (), {"__module__": "learner"})
+        return self.classes[(name, base)]
+
+
+def judge_exercise(exercise: Exercise, conn, timeout: float) -> dict:
+    """Every check of `exercise`, run here against the child's object; the verdict as plain data."""
+    result = evaluate(exercise, conn, timeout)
+    return {"passed": result.passed, "failed": [list(f) for f in result.failed], "zero_reason": result.zero_reason}
+
+
+def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0):
+    """`evaluate` against a forked child that serves `namespace` (no sandbox): how the tests put
+    every catalogued submission through the same path as a graded notebook."""
+    import multiprocessing
+    import os
+
+    from grader.probe import Server
+    from grader.runner import recording
+
+    ours, theirs = multiprocessing.Pipe(duplex=True)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 0
+        try:
+            ours.close()
+            torch.set_num_threads(1)  # a thread pool the parent used does not survive fork
+            Server(theirs, namespace, recording).serve()
+        except BaseException:  # noqa: BLE001
+            traceback.print_exc()
+            code = 1
+        finally:
+            os._exit(code)
+    theirs.close()
+    try:
+        return evaluate(exercise, ours, timeout)
+    finally:
+        ours.close()
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+
+
+def evaluate(exercise: Exercise, conn, timeout: float):
+    """Every check of `exercise`, run in this process against the object the child at `conn` holds."""
+    from grader.runner import Result, forbidden_reason, run_each
+
+    result = Result(exercise.name, exercise.points)
+    with LOCK, torch.random.fork_rng(devices=[]):
+        session = Session(conn, timeout)
+        stand_ins = dict(exercise.stand_ins)
+        obj = session.request("begin", exercise.name, stand_ins, list(exercise.forbidden), float(timeout))
+        if obj is None:
+            result.zero_reason = f"`{exercise.name}` is not defined"
+        else:
+            run_each(exercise, obj, result, passthrough=(Lost, WireError))
+        calls = session.request("end")
+        if calls and not result.zero_reason:
+            result.zero_reason = forbidden_reason(calls)
+    return result

@@ -1,0 +1,86 @@
+"""The plain-data wire between the trusted grader and the sandboxed child (grader.wire), and what
+the child's fork server holds."""
+import collections
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from grader.wire import Codec, WireError, rebuild, tensor_bytes
+
+
+def round_trip(value):
+    codec, frames = Codec(), []
+    header = codec.encode(value, frames)
+    return Codec().decode(header, frames)
+
+
+def test_plain_values_come_back_as_they_went():
+    value = [None, True, 3, -2.5, float("inf"), "text", (1, (2, "x")), {(1, 2): "pair", "k": [1]},
+             collections.OrderedDict(a=1, b=2), {1, 2}, frozenset({3}), b"\x00\xff", torch.Size([2, 3]),
+             torch.bfloat16, torch.device("cpu"), slice(1, None, 2), Ellipsis]
+    back = round_trip(value)
+    assert back == value
+    assert [type(v) for v in back] == [type(v) for v in value]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool, torch.uint8])
+def test_tensors_keep_dtype_shape_and_values(dtype):
+    t = (torch.arange(24).reshape(2, 3, 4) % 5).to(dtype)
+    for value in (t, t[:, 1], t.transpose(0, 2), torch.empty(0, 3, dtype=dtype), t[0, 0, 0]):
+        back = round_trip(value)
+        assert type(back) is torch.Tensor and back.dtype == value.dtype and back.shape == value.shape
+        assert torch.equal(back, value)
+
+
+def test_generator_state_travels():
+    g = torch.Generator().manual_seed(7)
+    back = round_trip(g)
+    assert torch.equal(torch.rand(3, generator=back), torch.rand(3, generator=g))
+
+
+def test_other_objects_go_as_references_never_as_code():
+    codec, frames = Codec(), []
+    header = codec.encode([len, object()], frames)
+    assert all(set(node) == {"$ref"} for node in header)
+    with pytest.raises(WireError):
+        Codec().decode(header, frames)
+
+
+@pytest.mark.parametrize("header,frames", [
+    ({"$t": 0, "dtype": "float32", "shape": [2]}, [b"\x00" * 7]),
+    ({"$t": 0, "dtype": "object", "shape": [1]}, [b"\x00" * 8]),
+    ({"$t": 3, "dtype": "float32", "shape": [1]}, [b"\x00" * 4]),
+    ({"$t": 0, "dtype": "float32", "shape": [-1]}, [b""]),
+    ({"$pickle": "gASV"}, []),
+    ({"a": 1, "b": 2}, []),
+])
+def test_malformed_messages_are_refused(header, frames):
+    with pytest.raises(WireError):
+        Codec().decode(header, frames)
+
+
+def test_tensor_bytes_are_the_raw_values():
+    assert tensor_bytes(torch.tensor([1.0], dtype=torch.float32)) == b"\x00\x00\x80\x3f"
+
+
+def test_remote_exceptions_are_rebuilt_as_builtins_only():
+    err = rebuild({"type": "MyError", "mro": ["ValueError", "Exception", "BaseException"], "message": "m", "line": 4})
+    assert isinstance(err, ValueError) and type(err).__name__ == "MyError" and err.remote_line == 4
+    assert type(rebuild({"type": "SystemExit", "mro": ["SystemExit", "BaseException"]})) is not SystemExit
+
+
+def test_the_fork_server_holds_no_specs_no_answers_no_course():
+    code = ("import sys, grader.worker\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('solutions', 'course', 'tests')"
+            " or m.startswith('grader.specs')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_worker_sets_the_course_grading_switch():
+    from course.toolkit import GRADING_ENV
+    from grader.worker import GRADING_ENV as WORKER_ENV
+
+    assert WORKER_ENV == GRADING_ENV
