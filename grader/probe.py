@@ -24,8 +24,9 @@ from grader.wire import Codec, Endpoint, WireError
 ITEMS_LIMIT = 100_000  # items of one iteration sent back
 
 
-class CellTimeout(Exception):
-    """Raised inside a cell (or a check's call) that ran past its time limit."""
+class CellTimeout(BaseException):
+    """Raised inside a cell (or a check's call) that ran past its time limit. Not an Exception, like
+    KeyboardInterrupt: a learner's retry loop with `except Exception` does not swallow it."""
 
 
 class WorkerCodec(Codec):

@@ -220,6 +220,8 @@ CASES = [
     Case("stubborn-infinite-loop", cells(after={"test_softmax": (
         "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)")}),
         2.0, reason="could not be interrupted"),
+    Case("retry-loop-swallowing-exceptions", cells(after={"test_softmax": (
+        "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except Exception:\n        pass")}), FULL),
     Case("memory-bomb", cells(start="big = bytearray(200 * 1024 ** 3)"), FULL),
     Case("creeping-memory-bomb", cells(after={"test_SelfAttention": (
         "hoard = []\nwhile True:\n    hoard.append(bytearray(50 * 1024 ** 2))")}), FULL),
