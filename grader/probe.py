@@ -36,24 +36,20 @@ class WorkerCodec(Codec):
     def __init__(self):
         super().__init__()
         self.endpoint: Endpoint | None = None
-        self.received: dict[int, tuple[torch.Tensor, int]] = {}
         self.leaves: dict[int, torch.Tensor] = {}
         self.snapshots: list = []  # (tensor or generator, its state when it arrived, trusted key)
 
     def forget(self) -> None:
         super().forget()
-        self.received.clear()
         self.leaves.clear()
         self.snapshots.clear()
 
     def encode_tensor(self, t: torch.Tensor, frames: list[bytes]) -> dict:
-        hit = self.received.get(id(t))
-        if hit is not None and hit[0] is t:
-            return {"$echo": hit[1]}
         node = super().encode_tensor(t, frames)
-        node.update(key=self.keep(t), rg=t.requires_grad, param=type(t) is nn.Parameter)
-        if type(t) is nn.Parameter and type(t.grad) is torch.Tensor:
-            node["grad"] = super().encode_tensor(t.grad, frames)
+        if "$t" in node:
+            node.update(rg=t.requires_grad, param=type(t) is nn.Parameter)
+            if type(t) is nn.Parameter and type(t.grad) is torch.Tensor:
+                node["grad"] = self.raw_tensor(t.grad, frames)
         return node
 
     def encode_other(self, obj: Any) -> dict:
@@ -72,16 +68,13 @@ class WorkerCodec(Codec):
                 return self.leaves[key]
             tensor.requires_grad_(True)
             self.leaves[key] = tensor
-        self.received[id(tensor)] = (tensor, key)
+        self.remember(tensor, key)
         self.snapshots.append((tensor, tensor.detach().clone(), key))
         return tensor
 
     def decode_generator(self, node: dict, g: torch.Generator) -> torch.Generator:
         self.snapshots.append((g, g.get_state(), node.get("key")))
         return g
-
-    def generator_key(self, g: torch.Generator) -> dict:
-        return {"key": self.keep(g)}
 
     def apply(self, changed: list) -> None:
         """A stand-in advanced a generator the learner's code handed it: advance it here too."""
@@ -90,12 +83,7 @@ class WorkerCodec(Codec):
             if isinstance(g, torch.Generator):
                 g.set_state(state)
 
-    def decode_ref(self, node: dict) -> Any:
-        if "$echo" in node:
-            key = node["$echo"]
-            if key not in self.table:
-                raise WireError("a reference to an object this side no longer has")
-            return self.table[key]
+    def wrap(self, node: dict) -> Any:
         return TrustedStub(self.endpoint, node["$ref"], node.get("kind", "function"))
 
     def changes(self, snapshots: list) -> list:

@@ -30,7 +30,7 @@ import torch.nn as nn
 
 from grader.standins import PLAIN, StandInHost
 from grader.spec import Exercise
-from grader.wire import Codec, Endpoint, Lost, WireError
+from grader.wire import Codec, Endpoint, Lost, WireError, raw_from
 
 GRACE = 15  # seconds past the time limit before a silent child counts as lost
 TRUSTED_ROOTS = ("torch", "builtins", "collections")
@@ -129,23 +129,13 @@ class TrustedCodec(Codec):
     def __init__(self, session: "Session"):
         super().__init__()
         self.session = session
-        self.mirrors: dict[int, tuple[torch.Tensor, int]] = {}
         self.incoming_generators: list = []
 
-    def forget(self) -> None:
-        super().forget()
-        self.mirrors.clear()
-
     def encode_tensor(self, t: torch.Tensor, frames: list[bytes]) -> dict:
-        hit = self.mirrors.get(id(t))
-        if hit is not None and hit[0] is t:
-            return {"$echo": hit[1]}
         node = super().encode_tensor(t, frames)
-        node.update(key=self.keep(t), rg=t.requires_grad and not self.serving)
+        if "$t" in node:
+            node["rg"] = t.requires_grad and not self.serving
         return node
-
-    def generator_key(self, g: torch.Generator) -> dict:
-        return {"key": self.keep(g)}
 
     def decode_generator(self, node: dict, g: torch.Generator) -> torch.Generator:
         if self.serving:  # a callback's generator: its new state goes back with the answer
@@ -169,21 +159,15 @@ class TrustedCodec(Codec):
             mirror.__dict__["_remote"] = (self.session, key)
             grad = node.get("grad")
             if isinstance(grad, dict) and "$t" in grad:
-                from grader.wire import _frame, tensor_from
-                mirror.grad = tensor_from(_frame(frames, grad["$t"]), grad.get("dtype"), grad.get("shape"))
+                mirror.grad = raw_from(grad, frames)
         else:
             mirror = tensor.requires_grad_(wants_grad)
         if wants_grad:
             mirror.register_hook(lambda grad, _key=key: self.session.push_grad(_key, grad))
-        self.mirrors[id(mirror)] = (mirror, key)
+        self.remember(mirror, key)
         return mirror
 
-    def decode_ref(self, node: dict) -> Any:
-        if "$echo" in node:
-            key = node["$echo"]
-            if key not in self.table:
-                raise WireError("a reference to an object the grader no longer has")
-            return self.table[key]
+    def wrap(self, node: dict) -> Any:
         return self.session.proxy(node)
 
 

@@ -63,15 +63,16 @@ def tensor_from(blob: bytes, dtype: str, shape: list[int]) -> torch.Tensor:
 
 
 class Codec:
-    """Turns values into (header, frames) and back. `own` maps id(obj) -> key for objects this side
-    has handed out; `table` maps key -> obj; the hooks let each side choose how tensors and foreign
-    references look."""
+    """Turns values into (header, frames) and back. `table` maps key -> each object this side has
+    handed out (`keep`); `foreign` remembers what stands here for the other side's objects, which
+    go back as `$echo`; the hooks let each side choose how tensors and references look."""
 
     def __init__(self):
         self.table: dict[int, Any] = {}
         self._keys: dict[int, int] = {}
         self._next = 1
         self.serving = False  # decoding a call from the other side, or encoding its answer
+        self.foreign: dict[int, tuple[Any, int]] = {}  # id(obj) -> (obj, the other side's key for it)
 
     def keep(self, obj: Any) -> int:
         key = self._keys.get(id(obj))
@@ -83,9 +84,20 @@ class Codec:
     def forget(self) -> None:
         self.table.clear()
         self._keys.clear()
+        self.foreign.clear()
+
+    def remember(self, obj: Any, key: int) -> None:
+        """`obj` stands for the other side's object `key`: it goes back as a reference to that."""
+        self.foreign[id(obj)] = (obj, key)
 
     # -- hooks, overridden per side
     def encode_tensor(self, t: torch.Tensor, frames: list[bytes]) -> dict:
+        hit = self.foreign.get(id(t))
+        if hit is not None and hit[0] is t:
+            return {"$echo": hit[1]}
+        return {**self.raw_tensor(t, frames), "key": self.keep(t)}
+
+    def raw_tensor(self, t: torch.Tensor, frames: list[bytes]) -> dict:
         frames.append(tensor_bytes(t))
         return {"$t": len(frames) - 1, "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
 
@@ -96,6 +108,15 @@ class Codec:
         return tensor
 
     def decode_ref(self, node: dict) -> Any:
+        """`$echo`: one of this side's own objects, coming back; `$ref`: the other side's (`wrap`)."""
+        if "$echo" in node:
+            key = node["$echo"]
+            if key not in self.table:
+                raise WireError("a reference to an object this side no longer has")
+            return self.table[key]
+        return self.wrap(node)
+
+    def wrap(self, node: dict) -> Any:
         raise WireError("references are not accepted here")
 
     # -- the codec
@@ -134,7 +155,7 @@ class Codec:
         return self.encode_other(value)
 
     def generator_key(self, g: torch.Generator) -> dict:
-        return {}
+        return {"key": self.keep(g)}
 
     def decode(self, node: Any, frames: list[bytes], depth: int = 0) -> Any:
         if depth > 100:
@@ -171,7 +192,7 @@ class Codec:
         if tag == "$ellipsis":
             return Ellipsis
         if tag == "$t":
-            return self.decode_tensor(node, tensor_from(_frame(frames, body), node.get("dtype"), node.get("shape")), frames)
+            return self.decode_tensor(node, raw_from(node, frames), frames)
         if tag == "$gen":
             g = torch.Generator()
             g.set_state(tensor_from(_frame(frames, body), "uint8", [len(_frame(frames, body))]))
@@ -182,6 +203,11 @@ class Codec:
 
     def decode_generator(self, node: dict, g: torch.Generator) -> torch.Generator:
         return g
+
+
+def raw_from(node: dict, frames: list[bytes]) -> torch.Tensor:
+    """The tensor a `$t` node describes (`Codec.raw_tensor`), with no side's bookkeeping."""
+    return tensor_from(_frame(frames, node.get("$t")), node.get("dtype"), node.get("shape"))
 
 
 def _frame(frames: list[bytes], index: Any) -> bytes:
