@@ -39,8 +39,11 @@ def cmd_grade(args) -> int:
     start_fork_server()  # it imports torch while this process imports nbgrader
     from grader.grading import format_table, grade_paths
 
-    results = grade_paths(args.paths, timeout=args.timeout, jobs=args.jobs, limits=_limits(args),
-                          rerun_all=args.rerun_all)
+    try:
+        results = grade_paths(args.paths, timeout=args.timeout, jobs=args.jobs, limits=_limits(args),
+                              rerun_all=args.rerun_all)
+    finally:
+        stop_fork_server()
     print(json.dumps(results, indent=2) if args.json else format_table(results))
     return 0
 
@@ -49,9 +52,12 @@ def cmd_autograde(args) -> int:
     start_fork_server()
     from grader.grading import autograde_class
 
-    summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
-                              timeout=args.timeout, limits=_limits(args), progress=not args.quiet,
-                              rerun_all=args.rerun_all)
+    try:
+        summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
+                                  timeout=args.timeout, limits=_limits(args), progress=not args.quiet,
+                                  rerun_all=args.rerun_all)
+    finally:
+        stop_fork_server()
     print(summary)
     return 0
 
@@ -80,6 +86,12 @@ def start_fork_server() -> None:
     from grader.sandbox import start_fork_server as start
 
     start()
+
+
+def stop_fork_server() -> None:
+    from grader.sandbox import stop_fork_server as stop
+
+    stop()
 
 
 def build_mod():

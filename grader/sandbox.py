@@ -242,6 +242,22 @@ def start_fork_server() -> None:
     forkserver.ensure_running()
 
 
+def stop_fork_server() -> None:
+    """Stop the fork server at once, for a command that has finished grading: left to exit by itself
+    it spends a second or more tearing torch down, holding the caller's stdout and stderr open."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server._stop()  # closes its pipe, reaps it and forgets it: a later pool starts a fresh one
+
+
 def run_confined(*args) -> None:
     """A pool child's entry point: grader.worker.run(*args) (confine, then run the cells). The fork
     server preloaded grader.worker, so this import is free in the child, and the trusted process can
