@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--chapters", nargs="+", default=["01", "02"])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-stock", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the cold `grader grade` and of `import torch`")
     args = parser.parse_args()
     chapters = [find_chapter(c) for c in args.chapters]
     grader = [sys.executable, "-m", "grader"]
@@ -86,11 +87,13 @@ def main() -> None:
         one.parent.mkdir()
         nbformat.write(samples.reference(chapters[0]), one)
         subprocess.run(grader + ["grade", str(one)], check=True, capture_output=True)  # fill the release cache
-        torch_s = seconds([sys.executable, "-c", "import torch"])
-        grade_s = seconds(grader + ["grade", str(one)])
-        print(f"bare `import torch`:                     {torch_s:6.1f} s")
+        # Best of --repeat, each pair taken back to back: on a shared machine one slow run says little.
+        pairs = [(seconds([sys.executable, "-c", "import torch"]), seconds(grader + ["grade", str(one)]))
+                 for _ in range(args.repeat)]
+        torch_s, grade_s = min(t for t, _ in pairs), min(g for _, g in pairs)
+        print(f"bare `import torch`:                     {torch_s:6.1f} s  (best of {args.repeat})")
         print(f"`grader grade` one notebook, cold:       {grade_s:6.1f} s  = {grade_s / torch_s:.1f}x import torch"
-              f"  (goal <= 4x)")
+              f"  (best of {args.repeat}; goal <= 4x)")
 
         inbox = tmp / "inbox"
         count = write_class(inbox, chapters, args.students)

@@ -32,6 +32,7 @@ from grader.sandbox import Limits
 from grader.submissions import BadSubmission, grade_id_of, identify, read_notebook, repair
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the learner's own run
 
 
 @dataclass
@@ -113,7 +114,8 @@ def job_cells(nb: nbformat.NotebookNode, released: nbformat.NotebookNode, rerun_
         candidates.append(cells[-1]["source"] if cells[-1]["kind"] == "code" and not solution else None)
     if not rerun_all:
         for index in skipping.left_out(cells, skipping.course_cells(candidates, course_sources)):
-            cells[index] = {"kind": "skip", "saved": list(nb.cells[index].get("outputs") or [])}
+            saved = nb.cells[index].get("outputs")
+            cells[index] = {"kind": "skip", "saved": list(saved)[:SAVED_OUTPUTS] if isinstance(saved, list) else []}
     return cells
 
 
