@@ -317,9 +317,11 @@ def _chapters_of(submissions: list[Submission]) -> list[Chapter]:
 
 
 def _load_specs(chapters: list[Chapter]) -> threading.Thread:
-    """Import the hidden specs (torch with them) in a thread, while the pool's fork server starts:
-    recording a verdict needs them, and this process has nothing else to do meanwhile."""
+    """Import the hidden specs (torch with them) and the trusted side of the checks in a thread, while
+    the pool's fork server starts: judging and recording need them, and this process has nothing
+    else to do meanwhile."""
     def load():
+        import grader.remote  # noqa: F401
         from grader.runner import exercises
 
         for chapter in chapters:
