@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--chapters", nargs="+", default=["01", "02"])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-stock", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the cold `grader grade` and of `import torch`")
     args = parser.parse_args()
     chapters = [find_chapter(c) for c in args.chapters]
     grader = [sys.executable, "-m", "grader"]
@@ -86,11 +87,13 @@ def main() -> None:
         one.parent.mkdir()
         nbformat.write(samples.reference(chapters[0]), one)
         subprocess.run(grader + ["grade", str(one)], check=True, capture_output=True)  # fill the release cache
-        torch_s = seconds([sys.executable, "-c", "import torch"])
-        grade_s = seconds(grader + ["grade", str(one)])
-        print(f"bare `import torch`:                     {torch_s:6.1f} s")
+        # Best of --repeat, each pair taken back to back: on a shared machine one slow run says little.
+        pairs = [(seconds([sys.executable, "-c", "import torch"]), seconds(grader + ["grade", str(one)]))
+                 for _ in range(args.repeat)]
+        torch_s, grade_s = min(t for t, _ in pairs), min(g for _, g in pairs)
+        print(f"bare `import torch`:                     {torch_s:6.1f} s  (best of {args.repeat})")
         print(f"`grader grade` one notebook, cold:       {grade_s:6.1f} s  = {grade_s / torch_s:.1f}x import torch"
-              f"  (goal <= 4x)")
+              f"  (best of {args.repeat}; goal <= 4x)")
 
         inbox = tmp / "inbox"
         count = write_class(inbox, chapters, args.students)
@@ -99,12 +102,22 @@ def main() -> None:
         per = ours_s / count
         print(f"`grader autograde`:                      {ours_s:6.1f} s  ({per:.2f} s per notebook, release, "
               "feedback and export included)")
+        # The same for one student: what a run costs whatever its size (starting the pool, release,
+        # feedback set-up), so that the projection does not spread it over only this class.
+        small = tmp / "inbox-one"
+        first = sorted(inbox.iterdir())[0]
+        shutil.copytree(first, small / first.name)
+        small_s = seconds(grader + ["autograde", str(small), "--course-dir", str(tmp / "ours-one"), "--jobs", str(args.jobs)])
+        marginal = max(ours_s - small_s, 0.0) / max(count - len(chapters), 1)
+        print(f"`grader autograde` of one student:       {small_s:6.1f} s  -> each further notebook {marginal:.2f} s")
         if not args.no_stock:
             stock_s = stock_autograde(inbox, tmp / "stock", chapters, timeout=120)
             same = gradebook_scores(tmp / "ours") == gradebook_scores(tmp / "stock")
             print(f"stock `nbgrader autograde` (sequential): {stock_s:6.1f} s  ({stock_s / count:.2f} s per notebook)"
                   f"  -> ours is {stock_s / ours_s:.1f}x faster (goal >= 6x); same scores: {same}")
-        print(f"projection, 100 students x 9 chapters at this rate: {per * 900 / 60:.0f} min (goal <= 20 min on 2 cores)")
+        print(f"projection, 100 students x 9 chapters: {(small_s + marginal * (900 - len(chapters))) / 60:.0f} min "
+              f"(one student's run + 900 - {len(chapters)} further notebooks; {per * 900 / 60:.0f} min at this class's "
+              "average rate) (goal <= 20 min on 2 cores)")
 
 
 if __name__ == "__main__":

@@ -36,18 +36,28 @@ def cmd_release(args) -> int:
 
 
 def cmd_grade(args) -> int:
+    start_fork_server()  # it imports torch while this process imports nbgrader
     from grader.grading import format_table, grade_paths
 
-    results = grade_paths(args.paths, timeout=args.timeout, jobs=args.jobs, limits=_limits(args))
+    try:
+        results = grade_paths(args.paths, timeout=args.timeout, jobs=args.jobs, limits=_limits(args),
+                              rerun_all=args.rerun_all)
+    finally:
+        stop_fork_server()
     print(json.dumps(results, indent=2) if args.json else format_table(results))
     return 0
 
 
 def cmd_autograde(args) -> int:
+    start_fork_server()
     from grader.grading import autograde_class
 
-    summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
-                              timeout=args.timeout, limits=_limits(args), progress=not args.quiet)
+    try:
+        summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
+                                  timeout=args.timeout, limits=_limits(args), progress=not args.quiet,
+                                  rerun_all=args.rerun_all)
+    finally:
+        stop_fork_server()
     print(summary)
     return 0
 
@@ -62,12 +72,26 @@ def _sandbox_options(p) -> None:
     p.add_argument("--timeout", type=int, default=120, help="seconds per cell")
     p.add_argument("--memory-mb", type=int, default=4096, help="memory one submission may use")
     p.add_argument("--cpu-seconds", type=int, default=900, help="CPU time one submission may use")
+    p.add_argument("--rerun-all", action="store_true",
+                   help="also re-run the course's demo and experiment cells no score depends on (same scores, slower)")
 
 
 def cmd_demo(args) -> int:
     from grader.demo import run_demo
 
     return run_demo(args.course_dir, chapters=_chapters(args.chapters))
+
+
+def start_fork_server() -> None:
+    from grader.sandbox import start_fork_server as start
+
+    start()
+
+
+def stop_fork_server() -> None:
+    from grader.sandbox import stop_fork_server as stop
+
+    stop()
 
 
 def build_mod():

@@ -29,9 +29,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from grader.chapters import Chapter
-from grader.remote import judge_exercise
-from grader.runner import exercises
-from grader.sandbox import Limits
+from grader.sandbox import PRELOAD, Limits, start_fork_server
 from grader.wire import Lost, WireError
 
 MAX_MESSAGE = 32 * 1024 * 1024  # bytes of one cell's message
@@ -72,16 +70,14 @@ class Pool:
     def __init__(self, jobs: int = 2, timeout: float = 120, limits: Limits = Limits(), threads: int = 1):
         self.jobs, self.timeout, self.limits, self.threads = max(1, jobs), timeout, limits, threads
         self.ctx = multiprocessing.get_context("forkserver")
-        self.ctx.set_forkserver_preload(["grader.worker"])
+        self.ctx.set_forkserver_preload(PRELOAD)
         self.workdir = Path(tempfile.mkdtemp(prefix="grader-jobs-"))
         self.missing: list[str] = []
         self._lock = threading.Lock()
 
     def start(self) -> None:
         """Start the fork server now (it imports torch while the caller does other work)."""
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
+        start_fork_server()
 
     def close(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -93,7 +89,9 @@ class Pool:
         self.close()
 
     def judge(self, job: Job) -> Verdict:
-        from grader.worker import run
+        from grader.remote import judge_exercise  # torch and the specs: imported while the fork server starts
+        from grader.runner import exercises
+        from grader.sandbox import run_confined as run
 
         started = time.perf_counter()
         base = Path(tempfile.mkdtemp(dir=self.workdir))
@@ -103,7 +101,9 @@ class Pool:
         specs = exercises(job.chapter.name)
         tests = {i: specs[c["exercise"]] for i, c in enumerate(job.cells)
                  if c["kind"] == "test" and c.get("exercise") in specs}
-        cells = [c if c["kind"] != "test" or i in tests else {"kind": "skip"} for i, c in enumerate(job.cells)]
+        # a test cell with no hidden checks is not served; a left-out cell's saved outputs stay here
+        cells = [{"kind": "skip"} if c["kind"] == "skip" or c["kind"] == "test" and i not in tests else c
+                 for i, c in enumerate(job.cells)]
         payload = {"dir": str(job_dir), "root": str(root), "limits": asdict(self.limits), "chapter": job.chapter.name,
                    "cells": cells, "timeout": self.timeout, "threads": self.threads}
         verdict_copy = time.perf_counter() - started
@@ -217,6 +217,19 @@ def _clean_outputs(outputs) -> list:
     return clean
 
 
+SAVED_LIMIT = 4 * 1024 * 1024  # bytes of the learner's own saved outputs kept for one cell that was not re-run
+NOT_RERUN = "[not re-run while grading: no score depends on this cell; {what}]\n"
+
+
+def saved_outputs(saved) -> list:
+    """A cell the grading run left out (grader.skipping): the outputs the learner saved, and a note."""
+    outputs = _clean_outputs(saved)
+    if len(json.dumps(outputs)) > SAVED_LIMIT:
+        outputs = []
+    what = "the outputs below are from your own run" if outputs else "your notebook saved no outputs for it"
+    return [nbformat.v4.new_output("stream", name="stdout", text=NOT_RERUN.format(what=what)), *outputs]
+
+
 def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict | None, reason: str | None) -> list:
     """A test cell's outputs: the report, then the partial credit (nbgrader reads it) or an error."""
     from grader.runner import Result, exercises
@@ -267,6 +280,8 @@ def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict
         if meta.get("grade") and not meta.get("solution") and grade_id.startswith("test_"):
             cell.outputs = test_outputs(chapter, grade_id.removeprefix("test_"), float(meta.get("points", 0)),
                                         message, reason)
+        elif message is None and aligned and "saved" in cells[index]:
+            cell.outputs = saved_outputs(cells[index]["saved"])
         else:
             cell.outputs = _clean_outputs(message.get("outputs")) if message else []
 

@@ -26,6 +26,7 @@ import traceback
 from typing import Any
 
 import torch
+import torch.distributed.tensor  # noqa: F401 - torch.testing.assert_close imports it on first use (1-2 s)
 import torch.nn as nn
 
 from grader.standins import PLAIN, StandInHost

@@ -227,3 +227,41 @@ def confine(job_dir: str, new_root: str, limits: Limits) -> list[str]:
     else:
         missing.append("processes and sockets not filtered (seccomp needs Linux)")
     return missing
+
+
+PRELOAD = ["grader.worker"]  # what a pool's fork server imports once: torch, IPython, matplotlib (never the specs)
+
+
+def start_fork_server() -> None:
+    """Start the pool's fork server now (idempotent): it imports PRELOAD, seconds of work, while the
+    caller goes on (a CLI command starts it before importing nbgrader)."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    forkserver.ensure_running()
+
+
+def stop_fork_server() -> None:
+    """Stop the fork server at once, for a command that has finished grading: left to exit by itself
+    it spends a second or more tearing torch down, holding the caller's stdout and stderr open."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server._stop()  # closes its pipe, reaps it and forgets it: a later pool starts a fresh one
+
+
+def run_confined(*args) -> None:
+    """A pool child's entry point: grader.worker.run(*args) (confine, then run the cells). The fork
+    server preloaded grader.worker, so this import is free in the child, and the trusted process can
+    name this function without importing torch, IPython and the specs itself."""
+    from grader.worker import run
+
+    run(*args)

@@ -19,6 +19,7 @@ import time
 import traceback
 
 import torch  # noqa: F401 - preloaded for every child
+import torch.distributed.tensor  # noqa: E402,F401 - torch.testing.assert_close imports it on first use (1-2 s a child)
 import matplotlib
 
 matplotlib.use("Agg")
