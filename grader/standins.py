@@ -200,15 +200,13 @@ class StandInHost:
             raise WireError(f"unknown callback {op!r}")
         return method(*args)
 
-    def _run(self, fn, args, kwargs, extra, wants, grad, rng, before=None) -> dict:
+    def _run(self, fn, args, kwargs, extra, wants, grad, rng) -> dict:
+        """`fn(args, kwargs, extra)` with the wanted inputs made leaves; its graph kept for `cb_backward`."""
         generators, self.codec.incoming_generators = self.codec.incoming_generators, []
         (args, kwargs, extra), tensors = _leaves([args, kwargs, extra], wants)
         torch.set_rng_state(rng)
         with torch.set_grad_enabled(bool(grad)):
-            if before is not None:
-                value = before(extra, args, kwargs)
-            else:
-                value = fn(*args, **kwargs)
+            value = fn(args, kwargs, extra)
         token = None
         if wants:
             token = len(self.tokens) + 1
@@ -220,7 +218,7 @@ class StandInHost:
         handed_out = any(v is target for v in self.codec.table.values())
         if not handed_out or not callable(target) or isinstance(target, torch.Tensor):
             raise TypeError("this object cannot be called")
-        return self._run(target, args, kwargs, extra, wants, grad, rng)
+        return self._run(lambda a, k, _: target(*a, **k), args, kwargs, extra, wants, grad, rng)
 
     def cb_new(self, cls, args, kwargs):
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
@@ -242,12 +240,12 @@ class StandInHost:
         target = inst.get_submodule(path) if path else inst
         prefix = f"{path}." if path else ""
 
-        def forward(values, a, k):
+        def forward(a, k, values):
             tensors = {n.removeprefix(prefix): v for n, v in zip(names, values) if n.startswith(prefix)}
             tensors.update({n.removeprefix(prefix): b for n, b in state["buffers"].items() if n.startswith(prefix)})
             return functional_call(target, tensors, tuple(a), k, strict=False)
 
-        return self._run(None, args, kwargs, extra, wants, grad, rng, before=forward)
+        return self._run(forward, args, kwargs, extra, wants, grad, rng)
 
     def cb_backward(self, token, grads):
         if token not in self.tokens:
