@@ -20,6 +20,7 @@ import tempfile
 import threading
 import warnings
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
@@ -44,6 +45,7 @@ class Submission:
     notes: list[str] = field(default_factory=list)
     cells: list[dict] = field(default_factory=list)
     verdict: Verdict | None = None
+    submitted_at: datetime | None = None  # from the exchange or the LMS; None when unknown
 
     @property
     def key(self) -> str:
@@ -425,12 +427,9 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
                     jobs: int = 2, timeout: int = 120, chapters: list[Chapter] | None = None,
                     progress: bool = True, limits: Limits = Limits(), rerun_all: bool = False) -> str:
     """Grade every `<student>/**/<chapter>.ipynb` into the gradebook, then feedback and grades.csv."""
-    submissions_dir = Path(submissions_dir)
-    if not submissions_dir.is_dir():
-        raise ValueError(f"{submissions_dir} is not a folder of student folders")
-    submissions = [Submission(path, student.name) for student in sorted(submissions_dir.iterdir())
-                   if student.is_dir() for path in sorted(student.rglob("*.ipynb"))
-                   if ".ipynb_checkpoints" not in path.parts]
+    from grader.intake import find_submissions
+
+    submissions = find_submissions(submissions_dir)
     chapters = chapters or _chapters_of(submissions)
     with Pool(jobs=jobs, timeout=timeout, limits=limits) as pool, locked(Path(course_dir).resolve()):
         pool.start()
