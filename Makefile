@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab demo test bench build release clean
+.PHONY: setup lab demo test test-integration bench build release clean
 
 setup: $(STAMP)
 
@@ -24,7 +24,12 @@ demo: setup
 # Two workers on a 2-core machine: one file's tests stay on one worker (module fixtures), and
 # the long nbgrader class run overlaps with the notebooks.
 test: setup
-	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m "not integration"
+
+# The class end to end on real servers (JupyterHub, PostgreSQL, a Dask cluster): minutes each, so
+# kept out of `make test`'s 15-minute budget; .ci/run runs both.
+test-integration: setup
+	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m integration
 
 bench: setup
 	$(BIN)/python benchmarks/bench.py
