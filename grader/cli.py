@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapter")
     p.add_argument("--course-dir", default="nbgrader-course")
     p.add_argument("--db", default=None)
-    p.add_argument("--output", default=None, help="default: COURSE_DIR/reports/<chapter>.html")
+    p.add_argument("--output", "-o", default=None, help="default: COURSE_DIR/reports/<chapter>.html")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("export", help="grades for Canvas or Moodle, learners matched through a roster CSV")
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exercises", action="store_true", help="also one column per exercise")
     p.add_argument("--course-dir", default="nbgrader-course")
     p.add_argument("--db", default=None)
-    p.add_argument("--output", default=None, help="default: COURSE_DIR/<lms>-grades.csv")
+    p.add_argument("--output", "-o", default=None, help="default: COURSE_DIR/<lms>-grades.csv")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("demo", help="the instructor path end to end on sample students")

@@ -39,6 +39,7 @@ def gradebook_scores(db_url: str, chapters: list[Chapter], exercises: bool) -> t
 
     scores: dict[str, dict] = {}
     possible: dict[str, float] = {}
+    require_gradebook(db_url)
     with Gradebook(db_url) as gb:
         # no chapters named: every chapter the gradebook holds
         for chapter in chapters or sorted({find_chapter(a.name) for a in gb.assignments}, key=lambda c: c.number):
@@ -59,6 +60,13 @@ def gradebook_scores(db_url: str, chapters: list[Chapter], exercises: bool) -> t
     return scores, possible
 
 
+def require_gradebook(db_url: str) -> None:
+    """A SQLite gradebook that is not there is an error, not a new empty gradebook."""
+    if db_url.startswith("sqlite:///") and not Path(db_url.removeprefix("sqlite:///")).is_file():
+        raise ValueError(f"no gradebook at {db_url.removeprefix('sqlite:///')}: grade the class first "
+                         "(or name the course directory with --course-dir, the database with --db)")
+
+
 def read_roster(path: Path, match: str) -> list[dict]:
     if not path.is_file():
         raise ValueError(f"{path}: no such roster file")
@@ -77,8 +85,8 @@ def build(db_url: str, chapters: list[Chapter], roster: Path, lms: str, match: s
     if lms not in DEFAULT_MATCH:
         raise ValueError(f"unknown LMS {lms!r}; known: {', '.join(DEFAULT_MATCH)}")
     match = match or DEFAULT_MATCH[lms]
-    scores, possible = gradebook_scores(db_url, chapters, exercises)
     learners = read_roster(Path(roster), match)
+    scores, possible = gradebook_scores(db_url, chapters, exercises)
     identity = CANVAS_COLUMNS if lms == "canvas" else \
         [c for c in MOODLE_COLUMNS if c in learners[0] or c == match] if learners else [match]
     if match not in identity:

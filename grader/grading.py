@@ -472,7 +472,9 @@ def summary(course: CourseDir, chapters: list[Chapter], results: list[dict]) -> 
                     sub = gb.find_submission(chapter.assignment, student)
                 except MissingEntry:
                     continue
-                lines.append(f"{student:<12} {chapter.assignment:<26} {sub.score:>6g} / {sub.max_score:g}")
+                late = sub.late_submission_penalty or 0.0  # grader.term: raw score, penalty and what counts
+                lines.append(f"{student:<12} {chapter.assignment:<26} {sub.score:>6g} / {sub.max_score:g}"
+                             + (f"   late penalty -{late:g}: {max(0.0, sub.score - late):g}" if late else ""))
     problems = [r for r in results if r.get("error") or r.get("repairs")]
     for r in problems:
         reason = r.get("error") or "; ".join(r["repairs"])

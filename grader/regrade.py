@@ -100,6 +100,19 @@ def _autograded_copy(course, chapter: Chapter, run: int, back: bool = False) -> 
             shutil.copytree(folder, target)
 
 
+def _keep_ungradable(root: Path, chapter: Chapter, submissions: list) -> None:
+    """A learner whose file could not be graded at all has the release staged in its place: it keeps
+    its zero and its reason instead of being graded again as an untouched notebook."""
+    from grader.report import load_notes
+
+    notes = load_notes(root).get(chapter.assignment, {})
+    for sub in submissions:
+        entry = notes.get(sub.student, {})
+        if entry.get("error") and entry.get("graded") is False:
+            sub.chapter, sub.error = chapter, entry["error"]
+            sub.notes.append("not graded again: the submitted file could not be graded")
+
+
 def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bool = False, jobs: int = 2,
             timeout: int = 120, progress: bool = False, reason: str = "", db_url: str | None = None) -> list[dict]:
     """Grade the chapter's kept submissions again; record the run in the history; return the changes."""
@@ -115,6 +128,7 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
     submissions = [Submission(f / chapter.notebook_name, f.parent.name,
                               submitted_at=submission_time(f / chapter.notebook_name, f))
                    for f in folders]
+    _keep_ungradable(root, chapter, submissions)
     with Pool(jobs=jobs, timeout=timeout) as pool, locked(root):
         pool.start()
         _load_specs([chapter])

@@ -30,18 +30,24 @@ CHECK_LINE = re.compile(r"^\s*(ok|FAIL)\s{2,}(.+)$")
 def save_notes(course, submissions) -> None:
     """Each submission's error and notes of this run, by assignment and student (replacing older ones)."""
     path = course.root / NOTES_FILE
-    try:
-        notes = json.loads(path.read_text())
-    except (OSError, ValueError):
-        notes = {}
+    notes = load_notes(course.root)
     for sub in submissions:
         assignment = sub.chapter.assignment if sub.chapter else "unknown chapter"
-        entry = {"notebook": sub.path.name, "error": sub.error, "notes": sub.notes}
+        # graded: False where the learner's file never reached the sandbox (unreadable, of another
+        # chapter, a set-aside duplicate): a regrade must not grade the release staged in its place
+        entry = {"notebook": sub.path.name, "error": sub.error, "notes": sub.notes, "graded": sub.verdict is not None}
         if sub.error and sub.error.startswith("not graded:"):  # a set-aside duplicate: keep the graded one's entry
             notes.setdefault(assignment, {}).setdefault(f"{sub.student} ({sub.path.name})", entry)
             continue
         notes.setdefault(assignment, {})[sub.student] = entry
     path.write_text(json.dumps(notes, indent=1))
+
+
+def load_notes(course_root: Path) -> dict:
+    try:
+        return json.loads((course_root / NOTES_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def check_results(notebook: Path, known: list[str] = ()) -> dict[str, dict[str, str | None]]:
@@ -72,6 +78,9 @@ def check_results(notebook: Path, known: list[str] = ()) -> dict[str, dict[str, 
 def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
     from nbgrader.api import Gradebook, MissingEntry
 
+    from grader.export import require_gradebook
+
+    require_gradebook(db_url)
     with Gradebook(db_url) as gb:
         try:
             assignment = gb.find_assignment(chapter.assignment)
@@ -79,10 +88,7 @@ def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
             raise ValueError(f"the gradebook has no {chapter.assignment}: grade it first") from None
         scores = {s.student.id: (float(s.score), float(s.late_submission_penalty or 0.0)) for s in assignment.submissions}
         max_score = float(assignment.max_score)
-    try:
-        notes = json.loads((course_root / NOTES_FILE).read_text()).get(chapter.assignment, {})
-    except (OSError, ValueError):
-        notes = {}
+    notes = load_notes(course_root).get(chapter.assignment, {})
     failed = {student: entry["error"] for student, entry in notes.items() if entry.get("error")}
     from grader.runner import exercises
 

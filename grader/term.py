@@ -1,6 +1,7 @@
 """The instructor's term: each chapter's due date, the late policy and per-student extensions.
 
-The course's config is a TOML file (`term.toml` in the course directory, or `--term FILE`):
+The course's config is a TOML file (`term.toml` in the course directory, or `--term FILE`, which is
+then copied there with its extensions file, so every later run applies the same policy):
 
     extensions = "extensions.csv"      # optional; student,chapter,due (relative to this file)
     [due]
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import math
+import shutil
 import tomllib
 import warnings
 from dataclasses import dataclass, field
@@ -181,7 +183,23 @@ def load_term(course_dir: str | Path, path: str | Path | None = None, submitted_
         term.policy = _policy(config["late"], path)
     if "extensions" in config:
         term.extensions = read_extensions(path.parent / config["extensions"], term.due)
+    _keep_in(Path(course_dir), path, config.get("extensions"))
     return term
+
+
+def _keep_in(course_dir: Path, path: Path, extensions: str | None) -> None:
+    """A term file named on the command line is copied into the course directory (with its
+    extensions file), so a later autograde or regrade there applies the same policy without it."""
+    kept = course_dir / TERM_FILE
+    if kept.exists() and kept.resolve() == path.resolve():
+        return
+    course_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, kept)
+    if extensions and not Path(extensions).is_absolute():
+        target = course_dir / extensions
+        if target.resolve() != (path.parent / extensions).resolve():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path.parent / extensions, target)
 
 
 def _policy(late: dict, path: Path) -> LatePolicy:

@@ -112,6 +112,16 @@ def test_term_file_errors(tmp_path, capsys):
     assert "--submitted-at: 'yesterday' is not a date and time" in capsys.readouterr().err
 
 
+def test_a_named_term_file_is_kept_in_the_course_directory(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "t.toml").write_text(TERM)
+    (tmp_path / "elsewhere" / "extensions.csv").write_text("student,chapter,due\nada,2,2026-11-23T00:00Z\n")
+    load_term(tmp_path / "course", tmp_path / "elsewhere" / "t.toml")
+    kept = load_term(tmp_path / "course")  # a later run without --term
+    assert kept.policy == LatePolicy(per_day=10, cap=50, grace_minutes=15)
+    assert kept.extensions == {("ada", CHAPTER.assignment): datetime(2026, 11, 23, tzinfo=timezone.utc)}
+
+
 def test_submitted_at_fills_only_unknown_times(tmp_path):
     term = load_term(tmp_path, submitted_at="2026-11-21T08:00:00+01:00")
     known, unknown = Submission(tmp_path / "a", "a", submitted_at=DUE), Submission(tmp_path / "b", "b")
@@ -180,6 +190,7 @@ def test_regrade_after_a_check_changes(graded, stricter_check):
     assert after["ben"] == before["ben"]  # a skeleton stays at zero
     report = write_report(course, CHAPTER).read_text()
     assert "a check fixed after the deadline: nobody passes" in report
+    assert "eve</b>: self_attention.ipynb is not a readable" in report  # not re-graded as the staged release
     history = json.loads((course / "history" / f"{CHAPTER.assignment}.json").read_text())
     assert history[-1]["before"]["ada"]["score"] == before["ada"][0]
 
