@@ -24,6 +24,7 @@ import nbformat
 from grader.chapters import Chapter
 
 NOTES_FILE = "grading-notes.json"
+UNFINISHED = "not implemented yet"  # grader.runner's message for a skeleton left as handed out
 CHECK_LINE = re.compile(r"^\s*(ok|FAIL)\s{2,}(.+)$")
 
 
@@ -95,6 +96,7 @@ def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
     spec = {f"test_{name}": [c.description for c in ex.checks] for name, ex in exercises(chapter.name).items()}
     checks = {(exercise, check): [0, 0] for exercise, names in spec.items() for check in names}
     failures: Counter = Counter()
+    unfinished: Counter = Counter()
     examples: dict[tuple[str, str], str] = {}
     for student in sorted(scores):
         notebook = course_root / "autograded" / student / chapter.assignment / chapter.notebook_name
@@ -107,12 +109,15 @@ def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
                 passed = check in said and said[check] is None
                 checks[(exercise, check)][0 if passed else 1] += 1
             # a no-credit exercise (unfinished, a forbidden call) is one failure, named by its reason
-            for check, why in ([(f"no credit: {said[''][:60]}", said[""])] if "" in said else
-                               [(c, w) for c, w in said.items() if w is not None]):
+            wrong = [(c, w) for c, w in said.items() if w is not None]
+            if wrong and all(UNFINISHED in w or "NotImplementedError" in w for c, w in wrong if c):
+                unfinished[exercise] += 1  # the exercise left undone: not a mistake to rank
+                continue
+            for check, why in ([(f"no credit: {said[''][:60]}", said[""])] if "" in said else wrong):
                 failures[(exercise, check)] += 1
                 examples.setdefault((exercise, check), why)
     return {"scores": scores, "max_score": max_score, "failed": failed, "checks": checks,
-            "failures": failures, "examples": examples,
+            "failures": failures, "examples": examples, "unfinished": unfinished,
             "notes": {s: e["notes"] for s, e in notes.items() if e.get("notes")}}
 
 
@@ -187,6 +192,7 @@ tr.flag{{background:#fff3cd}}img{{max-width:100%}}.flags{{background:#fff3cd;pad
 <table><tr><th>exercise</th><th>check</th><th>passed</th><th>flag</th></tr>{''.join(rows)}</table>
 <h2>Most frequent failures</h2>
 <table><tr><th>learners</th><th>exercise</th><th>check (the mistake it catches)</th><th>a message</th></tr>{common}</table>
+{"".join(f"<p>{n} learner(s) left <b>{esc(e)}</b> unfinished (not counted above).</p>" for e, n in data["unfinished"].items())}
 <h2>Failed to grade</h2>{f"<ul>{failed}</ul>" if failed else "<p>None.</p>"}
 <h2>Scores</h2><table><tr><th>learner</th><th>raw</th><th>late penalty</th><th>score</th></tr>{scores}</table>
 </body></html>"""
