@@ -78,7 +78,8 @@ def cmd_regrade(args) -> int:
     start_fork_server()
     try:
         rows = regrade(args.course_dir, chapter, term=term, never_lower=args.never_lower, jobs=args.jobs,
-                       timeout=args.timeout, progress=not args.quiet, reason=args.reason, db_url=args.db)
+                       timeout=args.timeout, progress=not args.quiet, reason=args.reason, db_url=args.db,
+                       limits=_limits(args), rerun_all=args.rerun_all)
     finally:
         stop_fork_server()
     print(format_changes(rows, chapter))
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reason", default="", help="why (kept in the history)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--timeout", type=int, default=120, help="seconds per cell")
+    _sandbox_options(p)
     p.set_defaults(func=cmd_regrade)
 
     p = sub.add_parser("report", help="an HTML report of one chapter across the class")

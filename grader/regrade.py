@@ -114,7 +114,8 @@ def _keep_ungradable(root: Path, chapter: Chapter, submissions: list) -> None:
 
 
 def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bool = False, jobs: int = 2,
-            timeout: int = 120, progress: bool = False, reason: str = "", db_url: str | None = None) -> list[dict]:
+            timeout: int = 120, progress: bool = False, reason: str = "", db_url: str | None = None,
+            limits=None, rerun_all: bool = False) -> list[dict]:
     """Grade the chapter's kept submissions again; record the run in the history; return the changes."""
     from grader.coursedir import CourseDir
     from grader.grading import Submission, _load_specs, _release_all, feedback_and_export, grade_all, locked
@@ -129,7 +130,9 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
                               submitted_at=submission_time(f / chapter.notebook_name, f))
                    for f in folders]
     _keep_ungradable(root, chapter, submissions)
-    with Pool(jobs=jobs, timeout=timeout) as pool, locked(root):
+    from grader.sandbox import Limits
+
+    with Pool(jobs=jobs, timeout=timeout, limits=limits or Limits()) as pool, locked(root):
         pool.start()
         _load_specs([chapter])
         course = CourseDir(root, [chapter], db_url=db_url, timeout=timeout)
@@ -138,7 +141,7 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
         run = len(runs) + 1
         _autograded_copy(course, chapter, run)
         released = _release_all(course, [chapter])
-        grade_all(course, submissions, released, pool, progress=progress, term=term)
+        grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term)
         regraded = snapshot(course, chapter)
         kept = []
         if never_lower:
