@@ -108,6 +108,8 @@ def test_term_file_errors(tmp_path, capsys):
     (tmp_path / "x.csv").write_text("student,chapter,due\nada,05,2026-11-22T00:00Z\n")
     with pytest.raises(ValueError, match="05_add_and_norm, which has no due date"):
         load_term(tmp_path)
+    with pytest.raises(ValueError, match="no such term file"):
+        load_term(tmp_path, tmp_path / "missing.toml")
     assert main(["autograde", str(tmp_path), "--course-dir", str(tmp_path), "--submitted-at", "yesterday"]) == 2
     assert "--submitted-at: 'yesterday' is not a date and time" in capsys.readouterr().err
 
