@@ -49,16 +49,60 @@ def cmd_grade(args) -> int:
 
 
 def cmd_autograde(args) -> int:
+    from grader.term import load_term
+
+    term = load_term(args.course_dir, args.term, args.submitted_at)  # a bad term file stops before grading
     start_fork_server()
     from grader.grading import autograde_class
 
     try:
         summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
                                   timeout=args.timeout, limits=_limits(args), progress=not args.quiet,
-                                  rerun_all=args.rerun_all)
+                                  rerun_all=args.rerun_all, term=term)
     finally:
         stop_fork_server()
     print(summary)
+    return 0
+
+
+def cmd_regrade(args) -> int:
+    from grader.regrade import format_changes, regrade, undo
+
+    chapter = find_chapter(args.chapter)
+    if args.undo:
+        print(format_changes(undo(args.course_dir, chapter, db_url=args.db), chapter))
+        return 0
+    from grader.term import load_term
+
+    term = load_term(args.course_dir, args.term)
+    start_fork_server()
+    try:
+        rows = regrade(args.course_dir, chapter, term=term, never_lower=args.never_lower, jobs=args.jobs,
+                       timeout=args.timeout, progress=not args.quiet, reason=args.reason, db_url=args.db,
+                       limits=_limits(args), rerun_all=args.rerun_all)
+    finally:
+        stop_fork_server()
+    print(format_changes(rows, chapter))
+    return 0
+
+
+def cmd_report(args) -> int:
+    from grader.report import write_report
+
+    print(f"wrote {write_report(args.course_dir, find_chapter(args.chapter), args.output, db_url=args.db)}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from pathlib import Path
+
+    from grader import export
+
+    db_url = args.db or f"sqlite:///{Path(args.course_dir).resolve() / 'gradebook.db'}"
+    result = export.build(db_url, [find_chapter(c) for c in args.chapters], Path(args.roster), args.lms, args.match, args.exercises)
+    out = Path(args.output or Path(args.course_dir) / f"{args.lms}-grades.csv")
+    export.write(result, out)
+    print(export.summary(result, out))
     return 0
 
 
@@ -127,8 +171,43 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", default=None, help="SQLAlchemy URL (default: SQLite in the course dir)")
     p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (up to one per core)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--term", default=None, help="due dates, late policy, extensions (default: COURSE_DIR/term.toml)")
+    p.add_argument("--submitted-at", default=None,
+                   help="submission time (ISO 8601, UTC unless a zone is given) for notebooks with no timestamp.txt")
     _sandbox_options(p)
     p.set_defaults(func=cmd_autograde)
+
+    p = sub.add_parser("regrade", help="grade a chapter again for the class; show old -> new per learner")
+    p.add_argument("chapter")
+    p.add_argument("--course-dir", default="nbgrader-course")
+    p.add_argument("--db", default=None, help="SQLAlchemy URL (default: SQLite in the course dir)")
+    p.add_argument("--term", default=None, help="due dates, late policy, extensions (default: COURSE_DIR/term.toml)")
+    p.add_argument("--never-lower", action="store_true", help="keep a learner's old scores where the new total is lower")
+    p.add_argument("--undo", action="store_true", help="put back the scores from before the last regrade")
+    p.add_argument("--reason", default="", help="why (kept in the history)")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _sandbox_options(p)
+    p.set_defaults(func=cmd_regrade)
+
+    p = sub.add_parser("report", help="an HTML report of one chapter across the class")
+    p.add_argument("chapter")
+    p.add_argument("--course-dir", default="nbgrader-course")
+    p.add_argument("--db", default=None)
+    p.add_argument("--output", "-o", default=None, help="default: COURSE_DIR/reports/<chapter>.html")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("export", help="grades for Canvas or Moodle, learners matched through a roster CSV")
+    p.add_argument("chapters", nargs="*")
+    p.add_argument("--lms", choices=["canvas", "moodle"], required=True)
+    p.add_argument("--roster", required=True, help="the LMS's roster or gradebook export (CSV)")
+    p.add_argument("--match", default=None, help="roster column holding the nbgrader student id "
+                   "(default: 'SIS Login ID' for Canvas, 'Username' for Moodle)")
+    p.add_argument("--exercises", action="store_true", help="also one column per exercise")
+    p.add_argument("--course-dir", default="nbgrader-course")
+    p.add_argument("--db", default=None)
+    p.add_argument("--output", "-o", default=None, help="default: COURSE_DIR/<lms>-grades.csv")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("demo", help="the instructor path end to end on sample students")
     p.add_argument("chapters", nargs="*")

@@ -30,7 +30,7 @@ from grader.chapters import CHAPTERS, Chapter
 from grader.coursedir import CourseDir
 from grader.judge import VERDICTS, Job, Pool, Verdict
 from grader.sandbox import Limits
-from grader.submissions import BadSubmission, grade_id_of, identify, read_notebook, repair
+from grader.submissions import BadSubmission, grade_id_of, identify, identify_with_rule, read_notebook, repair
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the learner's own run
@@ -125,11 +125,15 @@ def stage(course: CourseDir, submission: Submission, released: dict[str, nbforma
           rerun_all: bool = False) -> None:
     """Copy a repaired submission into submitted/<student>/<assignment>/. One that cannot be graded
     is staged as the released notebook with the reason, so the gradebook records zero, not an old score."""
+    if submission.error:  # set aside before grading (a second notebook of one chapter): nothing to stage
+        return
     try:
-        submission.chapter = identify(submission.path)
+        submission.chapter, rule = identify_with_rule(submission.path)
     except BadSubmission as err:
         submission.error = str(err)
         return
+    if rule:
+        submission.notes.append(rule)
     chapter = submission.chapter
     release = released[chapter.assignment]
     try:
@@ -139,7 +143,8 @@ def stage(course: CourseDir, submission: Submission, released: dict[str, nbforma
         other = _other_chapter(nb, chapter)
         if other:
             raise BadSubmission(f"{submission.path.name} holds the cells of {other}, not of {chapter.assignment}")
-        nb, submission.notes = repair(nb, release)
+        nb, repairs = repair(nb, release)
+        submission.notes += repairs
     except BadSubmission as err:
         submission.error = str(err)
         nb = copy.deepcopy(release)
@@ -198,7 +203,7 @@ def _feedback_exporter():
     return FeedbackHTMLExporter
 
 
-def _api(course: CourseDir):
+def _api(course: CourseDir, term=None):
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
@@ -216,6 +221,8 @@ def _api(course: CourseDir):
                                                 SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
     config.GenerateFeedback.exporter_class = _feedback_exporter()
     config.NbGraderAPI.log_level = "ERROR"
+    if term is not None:
+        term.configure(config)  # the course's late policy, through nbgrader's AssignLatePenalties
     return NbGraderAPI(CourseDirectory(config=config), config=config)
 
 
@@ -336,13 +343,16 @@ def _load_specs(chapters: list[Chapter]) -> threading.Thread:
 
 
 def grade_all(course: CourseDir, submissions: list[Submission], released: dict, pool: Pool,
-              progress: bool = True, rerun_all: bool = False) -> None:
-    """Stage, judge (in parallel, in the sandbox) and record every submission; never stops early."""
+              progress: bool = True, rerun_all: bool = False, term=None) -> None:
+    """Stage, judge (in parallel, in the sandbox) and record every submission; never stops early.
+    `term` (grader.term.Term): due dates, extensions and the late policy."""
     for sub in submissions:
         stage(course, sub, released, rerun_all)
     staged = [s for s in submissions if s.chapter and s.cells]
     by_key = {s.key: s for s in staged}
-    api = _api(course)
+    if term is not None:
+        term.prepare(course, staged)
+    api = _api(course, term)
 
     def recorded(sub: Submission, verdict: Verdict | None) -> None:
         sub.verdict = verdict
@@ -358,6 +368,9 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
     jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment)
             for s in staged if not s.error]
     pool.judge_all(jobs, progress=progress, done=lambda job, verdict: recorded(by_key[job.key], verdict))
+    from grader.report import save_notes
+
+    save_notes(course, submissions)
 
 
 def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: bool = False,
@@ -425,11 +438,15 @@ def locked(root: Path):
 
 def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url: str | None = None,
                     jobs: int = 2, timeout: int = 120, chapters: list[Chapter] | None = None,
-                    progress: bool = True, limits: Limits = Limits(), rerun_all: bool = False) -> str:
+                    progress: bool = True, limits: Limits = Limits(), rerun_all: bool = False, term=None) -> str:
     """Grade every `<student>/**/<chapter>.ipynb` into the gradebook, then feedback and grades.csv."""
     from grader.intake import find_submissions
+    from grader.submissions import set_aside_duplicates
 
     submissions = find_submissions(submissions_dir)
+    set_aside_duplicates(submissions)
+    if term is not None:
+        term.fill_times(submissions)
     chapters = chapters or _chapters_of(submissions)
     with Pool(jobs=jobs, timeout=timeout, limits=limits) as pool, locked(Path(course_dir).resolve()):
         pool.start()
@@ -437,7 +454,7 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
         fresh = db_url is None and not (Path(course_dir) / "gradebook.db").exists()
         course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
         released = _release_all(course, chapters, cached=fresh)  # a new course directory may start from the cache
-        grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all)
+        grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term)
         feedback_and_export(course, chapters)
         results = [result_of(course, sub) for sub in submissions]
         return summary(course, chapters, results)
@@ -455,7 +472,9 @@ def summary(course: CourseDir, chapters: list[Chapter], results: list[dict]) -> 
                     sub = gb.find_submission(chapter.assignment, student)
                 except MissingEntry:
                     continue
-                lines.append(f"{student:<12} {chapter.assignment:<26} {sub.score:>6g} / {sub.max_score:g}")
+                late = sub.late_submission_penalty or 0.0  # grader.term: raw score, penalty and what counts
+                lines.append(f"{student:<12} {chapter.assignment:<26} {sub.score:>6g} / {sub.max_score:g}"
+                             + (f"   late penalty -{late:g}: {max(0.0, sub.score - late):g}" if late else ""))
     problems = [r for r in results if r.get("error") or r.get("repairs")]
     for r in problems:
         reason = r.get("error") or "; ".join(r["repairs"])

@@ -8,22 +8,62 @@ then restores the content of every test cell from the gradebook.
 from __future__ import annotations
 
 import copy
+import functools
+import re
 from pathlib import Path
 
 import nbformat
 
-from grader.chapters import Chapter, find_chapter
+from grader.chapters import CHAPTERS, Chapter, find_chapter
 
 
 class BadSubmission(ValueError):
     """A submission that cannot be graded at all (unknown chapter, not a notebook)."""
 
 
+# What a browser adds to a second download ("self_attention (1)") and JupyterLab to a duplicate
+# ("self_attention-Copy1"); a learner's own renames are recognised by content instead.
+COPY_SUFFIX = re.compile(r"(?:\s*\(\d+\)|-Copy\d*)+$")
+
+
 def identify(path: Path) -> Chapter:
+    return identify_with_rule(path)[0]
+
+
+def identify_with_rule(path: Path) -> tuple[Chapter, str | None]:
+    """The chapter of a submission and, when its name alone did not say it, the rule that told."""
     try:
-        return find_chapter(path.name)
+        return find_chapter(path.name), None
     except ValueError as err:
-        raise BadSubmission(f"{path.name}: cannot tell which chapter this is ({err})") from None
+        reason = err
+    stem = COPY_SUFFIX.sub("", path.name.removesuffix(".ipynb"))
+    try:
+        chapter = find_chapter(stem)
+        return chapter, f"{path.name}: chapter {chapter.assignment} from its name less a copy suffix"
+    except ValueError:
+        pass
+    chapter = chapter_of_cells(path)
+    if chapter is None:
+        raise BadSubmission(f"{path.name}: cannot tell which chapter this is ({reason}; "
+                            "its graded cells are none of a chapter's either)") from None
+    return chapter, f"{path.name}: chapter {chapter.assignment} from its graded cells (grade_ids)"
+
+
+@functools.cache
+def _grade_ids(chapter: Chapter) -> frozenset[str]:
+    nb = nbformat.read(chapter.course_notebook, as_version=4)
+    return frozenset(filter(None, (grade_id_of(c) for c in nb.cells)))
+
+
+def chapter_of_cells(path: Path) -> Chapter | None:
+    """The one chapter sharing the most grade_ids with the notebook; None when no chapter or a tie."""
+    try:
+        ids = {grade_id_of(c) for c in read_notebook(path).cells} - {None}
+    except BadSubmission:
+        return None
+    shared = sorted(((len(ids & _grade_ids(c)), c.number, c) for c in CHAPTERS), reverse=True)
+    (best, _, chapter), (second, _, _) = shared[0], shared[1]
+    return chapter if best and best > second else None
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
@@ -89,3 +129,34 @@ def repair(submitted: nbformat.NotebookNode, released: nbformat.NotebookNode) ->
     repaired = copy.deepcopy(submitted)
     repaired.cells = cells
     return repaired, notes
+
+
+def set_aside_duplicates(submissions: list) -> None:
+    """One notebook per learner and chapter is graded: the one named as the chapter, else the one
+    submitted last, else the first by file name; the others get an error saying which was graded
+    instead (and are not staged, so they cannot overwrite its grade)."""
+    groups: dict[tuple[str, str], list] = {}
+    for sub in submissions:
+        try:
+            chapter, rule = identify_with_rule(sub.path)
+        except BadSubmission:
+            continue
+        groups.setdefault((sub.student, chapter.assignment), []).append((rule is None, sub))
+    for (student, assignment), group in groups.items():
+        if len(group) < 2:
+            continue
+        exact = [sub for named, sub in group if named]
+        timed = [sub for _, sub in group if sub.submitted_at is not None]
+        if len(exact) == 1:
+            chosen, why = exact[0], "it is named as the chapter"
+        elif len(timed) == len(group) and len({s.submitted_at for s in timed}) == len(group):
+            chosen, why = max(timed, key=lambda s: s.submitted_at), "it was submitted last"
+        else:
+            chosen = min((sub for _, sub in group), key=lambda s: str(s.path))
+            why = "first by file name: neither its name nor a submission time tells them apart; check by hand"
+        others = [sub for _, sub in group if sub is not chosen]
+        chosen.notes.append(f"{len(group)} notebooks of {assignment} from {student}: graded {chosen.path.name} "
+                            f"({why}); not graded: {', '.join(s.path.name for s in others)}")
+        for sub in others:
+            sub.error = (f"not graded: {student} handed in {len(group)} notebooks of {assignment}; "
+                         f"{chosen.path.name} was graded instead ({why})")

@@ -1,0 +1,212 @@
+"""The instructor's term on one graded class of chapter 02 (real nbgrader): renamed and duplicated
+notebooks, due dates with a late policy and an extension, a regrade after a hidden check changes
+(with --never-lower and undo), the class report, and the Canvas and Moodle exports."""
+import csv
+import json
+from datetime import datetime, timedelta, timezone
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from grader import export, samples
+from grader.chapters import find_chapter
+from grader.cli import main
+from grader.demo import write_class
+from grader.grading import Submission, autograde_class
+from grader.regrade import regrade, undo
+from grader.report import write_report
+from grader.runner import exercises
+from grader.spec import Check
+from grader.term import LatePolicy, load_term
+
+CHAPTER = find_chapter("02")
+DUE = datetime(2026, 11, 20, 23, 59, tzinfo=timezone.utc)
+TERM = """\
+extensions = "extensions.csv"
+[due]
+"02" = 2026-11-20T23:59:00Z
+[late]
+per_day = 10
+cap = 50
+grace_minutes = 15
+"""
+
+
+def stamp(folder, moment):
+    (folder / "timestamp.txt").write_text(f"{moment:%Y-%m-%d %H:%M:%S.%f} UTC")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """ada: the reference as `self_attention (1).ipynb`, 2 days late with a 3-day extension;
+    ben: the skeleton as `homework.ipynb`, no submission time; cy: two mistakes, 1.5 days late,
+    with a `-Copy1` duplicate (the reference) beside it; dee: on time; eve: a corrupt notebook."""
+    root = tmp_path_factory.mktemp("term")
+    inbox, course = root / "inbox", root / "course"
+    write_class(inbox, [CHAPTER])
+    name = CHAPTER.notebook_name
+    (inbox / "ada" / name).rename(inbox / "ada" / "self_attention (1).ipynb")
+    (inbox / "ben" / name).rename(inbox / "ben" / "homework.ipynb")
+    nbformat.write(samples.reference(CHAPTER), inbox / "cy" / "self_attention-Copy1.ipynb")
+    stamp(inbox / "ada", DUE + timedelta(days=2))
+    stamp(inbox / "cy", DUE + timedelta(days=1, hours=12))
+    stamp(inbox / "dee", DUE - timedelta(hours=1))
+    course.mkdir()
+    (course / "term.toml").write_text(TERM)
+    (course / "extensions.csv").write_text(f"student,chapter,due\nada,02,{DUE + timedelta(days=3):%Y-%m-%dT%H:%M}Z\n")
+    summary = autograde_class(inbox, course, jobs=2, timeout=60, chapters=[CHAPTER], progress=False,
+                              term=load_term(course))
+    return course, summary
+
+
+def gradebook(course):
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {s.student.id: (s.score, s.late_submission_penalty, s.timestamp)
+                for s in gb.find_assignment(CHAPTER.assignment).submissions}
+
+
+def total():
+    return float(sum(ex.points for ex in exercises(CHAPTER.name).values()))
+
+
+def test_renamed_and_duplicated_notebooks(graded):
+    course, summary = graded
+    scores = gradebook(course)
+    assert scores["ada"][0] == total()  # "self_attention (1).ipynb": the chapter from its name
+    assert "from its name less a copy suffix" in summary
+    assert "ben" in scores and "homework.ipynb: chapter 02_self_attention from its graded cells" in summary
+    # cy's two notebooks: the one named as the chapter graded (two mistakes), the copy reported
+    assert 0 < scores["cy"][0] < total()
+    assert "not graded: cy handed in 2 notebooks of 02_self_attention; self_attention.ipynb was graded" in summary
+
+
+def test_late_penalty_and_extension(graded):
+    course, summary = graded
+    scores = gradebook(course)
+    raw, penalty, _ = scores["cy"]
+    assert penalty == pytest.approx(0.2 * raw, abs=1e-3)  # 1.5 days late: two started days at 10 %
+    assert scores["ada"][1] == 0  # 2 days after the due date, within her extension
+    assert scores["dee"][1] == 0
+    assert scores["ben"][2] is None and "no submission time known" in summary
+    row = next(r for r in csv.DictReader((course / "grades.csv").open()) if r["student_id"] == "cy")
+    assert float(row["raw_score"]) == raw and float(row["late_submission_penalty"]) == pytest.approx(penalty)
+    feedback = (course / "feedback" / "cy" / CHAPTER.assignment / "self_attention.html").read_text()
+    assert "Late submission penalty" in feedback
+
+
+def test_late_policy():
+    policy = LatePolicy(per_day=10, cap=50, zero_after_days=7, grace_minutes=15)
+    assert [policy.fraction(s) for s in (0, 600, 3600, 86400 * 1.5, 86400 * 6, 86400 * 8)] == [0, 0, .1, .2, .5, 1]
+
+
+def test_term_file_errors(tmp_path, capsys):
+    (tmp_path / "term.toml").write_text('[due]\n"02" = 2026-11-20T23:59:00Z\n[late]\nper_dya = 10\n')
+    with pytest.raises(ValueError, match="unknown late key"):
+        load_term(tmp_path)
+    (tmp_path / "term.toml").write_text('extensions = "x.csv"\n[due]\n"02" = 2026-11-20T23:59:00Z\n')
+    (tmp_path / "x.csv").write_text("student,chapter,due\nada,05,2026-11-22T00:00Z\n")
+    with pytest.raises(ValueError, match="05_add_and_norm, which has no due date"):
+        load_term(tmp_path)
+    with pytest.raises(ValueError, match="no such term file"):
+        load_term(tmp_path, tmp_path / "missing.toml")
+    assert main(["autograde", str(tmp_path), "--course-dir", str(tmp_path), "--submitted-at", "yesterday"]) == 2
+    assert "--submitted-at: 'yesterday' is not a date and time" in capsys.readouterr().err
+
+
+def test_a_named_term_file_is_kept_in_the_course_directory(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "t.toml").write_text(TERM)
+    (tmp_path / "elsewhere" / "extensions.csv").write_text("student,chapter,due\nada,2,2026-11-23T00:00Z\n")
+    load_term(tmp_path / "course", tmp_path / "elsewhere" / "t.toml")
+    kept = load_term(tmp_path / "course")  # a later run without --term
+    assert kept.policy == LatePolicy(per_day=10, cap=50, grace_minutes=15)
+    assert kept.extensions == {("ada", CHAPTER.assignment): datetime(2026, 11, 23, tzinfo=timezone.utc)}
+
+
+def test_submitted_at_fills_only_unknown_times(tmp_path):
+    term = load_term(tmp_path, submitted_at="2026-11-21T08:00:00+01:00")
+    known, unknown = Submission(tmp_path / "a", "a", submitted_at=DUE), Submission(tmp_path / "b", "b")
+    term.fill_times([known, unknown])
+    assert known.submitted_at == DUE and not known.notes
+    assert unknown.submitted_at == datetime(2026, 11, 21, 7, tzinfo=timezone.utc)
+    assert "from --submitted-at" in unknown.notes[0]
+
+
+def test_exports(graded, tmp_path):
+    course, _ = graded
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    scores = gradebook(course)
+    roster = tmp_path / "canvas.csv"
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\n"
+                      "    Points Possible,,,,\n"
+                      + "".join(f"{s.title()},{i},S{i},{s},A\n" for i, s in enumerate(["ada", "ben", "cy", "dee", "zed"])))
+    canvas = export.build(db, [CHAPTER], roster, "canvas", exercises=True)
+    assert canvas.not_in_roster == ["eve"] and canvas.no_submission == ["zed"]
+    out = tmp_path / "out.csv"
+    export.write(canvas, out)
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0])[:6] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", CHAPTER.assignment]
+    assert rows[0]["Student"] == "Points Possible" and float(rows[0][CHAPTER.assignment]) == total()
+    cy = next(r for r in rows if r["SIS Login ID"] == "cy")
+    assert float(cy[CHAPTER.assignment]) == pytest.approx(scores["cy"][0] - scores["cy"][1])  # after the penalty
+    assert f"{CHAPTER.assignment}: softmax" in cy
+    assert next(r for r in rows if r["SIS Login ID"] == "zed")[CHAPTER.assignment] == ""
+    moodle_roster = tmp_path / "moodle.csv"
+    moodle_roster.write_text("First name,Last name,Username,Email address\nAda,L,ada,ada@x\nBen,B,ben,ben@x\n")
+    moodle = export.build(db, [CHAPTER], moodle_roster, "moodle")
+    assert moodle.columns == ["First name", "Last name", "Username", "Email address", CHAPTER.assignment]
+    assert sorted(moodle.not_in_roster) == ["cy", "dee", "eve"]
+
+
+def test_report(graded):
+    course, _ = graded
+    page = write_report(course, CHAPTER).read_text()
+    assert page.count("data:image/png;base64,") == 2
+    assert "eve</b>: self_attention.ipynb is not a readable Jupyter notebook" in page
+    frequent = page.split("<h2>Most frequent failures</h2>")[1].split("<h2>")[0]
+    # cy's catalogued mistake, named by the check that caught it, with its message
+    assert "inputs around 1e4 give finite, correct probabilities" in frequent and "exp overflows" in frequent
+    assert "not implemented yet" not in frequent and "1 learner(s) left <b>test_SelfAttention</b> unfinished" in frequent
+
+
+@pytest.fixture
+def stricter_check():
+    """A hidden check added to softmax (the specs are imported once per process, as the judge uses them)."""
+    softmax = exercises(CHAPTER.name)["softmax"]
+
+    def never(_):
+        raise AssertionError("the fixed check fails everyone")
+
+    softmax.checks.append(Check("a check fixed after the deadline", never))
+    yield
+    softmax.checks.pop()
+
+
+def test_regrade_after_a_check_changes(graded, stricter_check):
+    course, _ = graded
+    before = gradebook(course)
+    rows = {r["student"]: r for r in regrade(course, CHAPTER, term=load_term(course), jobs=2, timeout=60)}
+    after = gradebook(course)
+    assert after["ada"][0] < before["ada"][0]
+    assert rows["ada"]["old"] == before["ada"][0] and rows["ada"]["new"] == after["ada"][0]
+    assert list(rows["ada"]["checks"]) == ["test_softmax"]
+    assert after["cy"][1] == pytest.approx(0.2 * after["cy"][0], abs=1e-3)  # the penalty recomputed, not stacked
+    assert after["ben"] == before["ben"]  # a skeleton stays at zero
+    report = write_report(course, CHAPTER).read_text()
+    assert "a check fixed after the deadline: nobody passes" in report
+    assert "eve</b>: self_attention.ipynb is not a readable" in report  # not re-graded as the staged release
+    history = json.loads((course / "history" / f"{CHAPTER.assignment}.json").read_text())
+    assert history[-1]["before"]["ada"]["score"] == before["ada"][0]
+
+    undo(course, CHAPTER)
+    assert gradebook(course) == before
+
+    # cy is granted an extension after the fact: the next run lifts the penalty (nbgrader #723)
+    with (course / "extensions.csv").open("a") as extensions:
+        extensions.write(f"cy,02,{DUE + timedelta(days=3):%Y-%m-%dT%H:%M}Z\n")
+    rows = {r["student"]: r for r in regrade(course, CHAPTER, term=load_term(course), never_lower=True,
+                                             jobs=2, timeout=60)}
+    assert rows["ada"]["kept_old"] and rows["ada"]["new"] < rows["ada"]["old"]
+    assert gradebook(course)["ada"] == before["ada"]
+    assert gradebook(course)["cy"][1] == 0 and not rows["cy"]["kept_old"]
