@@ -88,7 +88,8 @@ def match(name: str, regex: re.Pattern | None = None) -> Upload | None:
 def is_download(folder: Path) -> bool:
     """A flat folder of files (or Moodle's per-submission folders), not one folder per learner."""
     entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
-    return any(p.is_file() for p in entries) or any(MOODLE.fullmatch(p.name + "_x") for p in entries if p.is_dir())
+    return (any(p.is_file() and (p.suffix == ".ipynb" or match(p.name)) for p in entries)
+            or any(MOODLE.fullmatch(p.name + "_x") for p in entries if p.is_dir()))
 
 
 def _files(source: Path, into: Path) -> dict[str, Path]:
@@ -113,6 +114,8 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[lis
     from grader.submissions import BadSubmission, identify
 
     regex = compile_pattern(pattern) if pattern else None
+    if source.resolve() == lms_dir.resolve() or lms_dir.resolve() in source.resolve().parents:
+        raise ValueError(f"{source} is inside {lms_dir}, which grader rewrites: put the download elsewhere")
     shutil.rmtree(lms_dir, ignore_errors=True)
     lms_dir.mkdir(parents=True)
     notes, chosen = [], {}

@@ -1,8 +1,9 @@
-"""A class on a real JupyterHub, started from deploy/jupyterhub/ as shipped: the instructor releases
-chapter 02 through nbgrader's exchange; learner 1 fetches and submits it in headless Chromium from the
-Assignments panel, learner 2 through the same server endpoints the panel calls; the instructor collects,
-runs `grader autograde` on the course directory's own submitted/, releases feedback; each learner
-fetches their own. Screenshots go to test-output/hub/.
+"""A class on a real JupyterHub, started from deploy/jupyterhub/ as shipped. The instructor releases
+chapter 02 (`grader release` in a terminal, then their Formgrader's release to nbgrader's exchange);
+learner 1 fetches and submits it in headless Chromium from the Assignments panel, learner 2 through the
+same server endpoints the panel calls; the instructor collects (Formgrader), runs `grader autograde` on
+the course directory's own submitted/, releases feedback (Formgrader); each learner fetches their own.
+Screenshots go to test-output/hub/.
 
 What this shows and what it does not: one hub, the simple local spawner (every single-user server
 runs as this unix user, a home per learner) and the throwaway dummy authenticator. Learners are kept
@@ -73,6 +74,11 @@ class Hub:
         self.api("POST", f"/hub/api/users/{user}/server", token)
         wait_for(lambda: self.api("GET", f"/hub/api/users/{user}", token)["servers"].get("", {}).get("ready"),
                  180, f"{user}'s server to start")
+
+    def formgrader(self, token: str, action: str) -> None:
+        """What the instructor's Formgrader buttons post (nbgrader release_assignment, collect, release_feedback)."""
+        reply = self.api("POST", f"/user/instructor/formgrader/api/assignment/{CHAPTER.assignment}/{action}", token, body=b"")
+        assert reply.get("success"), (action, reply)
 
     def instructor(self, *command: str) -> str:
         """A command as the instructor types it in a terminal of their server (same environment)."""
@@ -181,11 +187,12 @@ def test_a_class_on_the_hub(hub, browser):
     total = sum(points.values())
     wrong = samples.wrong_variants(CHAPTER)[0].exercise  # learner 2's catalogued mistake
 
-    # The instructor: the chapter into the hub's course directory, then nbgrader's exchange.
+    # The instructor: the chapter into the hub's course directory (a terminal), then nbgrader's
+    # exchange from their own server's Formgrader.
     hub.instructor(str(BIN / "grader"), "release", CHAPTER.number, "--course-dir", str(hub.course))
-    hub.instructor(sys.executable, "-m", "nbgrader", "release_assignment", CHAPTER.assignment)
     tokens = {user: hub.token(user) for user in ("instructor", *LEARNERS)}
     hub.start("instructor", tokens["instructor"])
+    hub.formgrader(tokens["instructor"], "release")
     formgrader = hub.api("GET", "/user/instructor/formgrader/api/assignments", tokens["instructor"])
     assert [(a["name"], a["status"]) for a in formgrader] == [(CHAPTER.assignment, "released")], formgrader
 
@@ -221,7 +228,7 @@ def test_a_class_on_the_hub(hub, browser):
     assert listed["success"], listed
 
     # The instructor collects, autogrades the course directory's own submitted/, releases feedback.
-    hub.instructor(sys.executable, "-m", "nbgrader", "collect", CHAPTER.assignment)
+    hub.formgrader(tokens["instructor"], "collect")
     submitted = hub.course / "submitted" / "learner1" / CHAPTER.assignment
     collected = (submitted / CHAPTER.notebook_name).read_bytes()
     summary = hub.instructor(str(BIN / "grader"), "autograde", str(hub.course / "submitted"), "--course-dir",
@@ -230,7 +237,7 @@ def test_a_class_on_the_hub(hub, browser):
     kept = hub.course / "originals" / "learner1" / CHAPTER.assignment
     assert (kept / CHAPTER.notebook_name).read_bytes() == collected
     assert (submitted / "timestamp.txt").read_text() == (kept / "timestamp.txt").read_text()
-    hub.instructor(sys.executable, "-m", "nbgrader", "release_feedback", CHAPTER.assignment)
+    hub.formgrader(tokens["instructor"], "release_feedback")
 
     with Gradebook(f"sqlite:///{hub.course / 'gradebook.db'}") as gb:
         scores = {s.student.id: s.score for s in gb.find_assignment(CHAPTER.assignment).submissions}
