@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -208,6 +209,9 @@ def test_a_class_on_the_hub(hub, browser):
                              " && window.jupyterapp.commands.hasCommand('nbgrader:open-assignment-list'))"),
              180, "JupyterLab with nbgrader in learner1's server")
     assert page.js("location.pathname").startswith("/user/learner1/lab")
+    # A learner's JupyterLab has nbgrader's learner tools only (deploy/jupyterhub/learner/).
+    assert page.js("['nbgrader:open-formgrader', 'nbgrader:open-create-assignment']"
+                   ".filter(c => window.jupyterapp.commands.hasCommand(c))") == []
     page.js("window.jupyterapp.commands.execute('nbgrader:open-assignment-list').then(() => true)")
     wait_for(lambda: CHAPTER.assignment in panel_text(page, "released_assignments_list"), 120,
              "the released chapter in the Assignments panel")
@@ -227,6 +231,8 @@ def test_a_class_on_the_hub(hub, browser):
     save_notebook(hub, "learner2", tokens["learner2"], samples.partly_wrong(CHAPTER, mistakes=1))
     listed = assignment_action(hub, "learner2", tokens["learner2"], "submit")
     assert listed["success"], listed
+    with pytest.raises(urllib.error.HTTPError, match="404"):  # no Formgrader in a learner's server
+        hub.api("GET", "/user/learner2/formgrader/api/assignments", tokens["learner2"])
 
     # The instructor collects, autogrades the course directory's own submitted/, releases feedback.
     hub.formgrader(tokens["instructor"], "collect")

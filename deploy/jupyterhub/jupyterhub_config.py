@@ -79,8 +79,11 @@ exchange = env("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
 course_dir = env("COURSE_DIRECTORY")
 c.Spawner.environment = {
     "PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}",
-    # nbgrader reads nbgrader_config.py from every folder on the Jupyter config path: this one's.
-    "JUPYTER_CONFIG_PATH": str(HERE),
+    # nbgrader reads nbgrader_config.py from every folder on the Jupyter config path: this one's. A
+    # learner's path starts with learner/, which turns off nbgrader's instructor tools (Formgrader,
+    # Create Assignment, the course list) in their server and their JupyterLab.
+    "JUPYTER_CONFIG_PATH": lambda spawner: str(HERE) if spawner.user.name == instructor
+    else os.pathsep.join([str(HERE / "learner"), str(HERE)]),
     "COURSE_EXCHANGE_ROOT": exchange,
     "MPLBACKEND": "Agg",
 }
