@@ -24,7 +24,7 @@ from pathlib import Path
 
 from grader.grading import Submission
 
-CANVAS = re.compile(r"^(?P<student>[^_/]+?)(?:_(?:LATE|late))?_(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>[^/]+)$")
+CANVAS = re.compile(r"^(?P<student>[^_/]+?)(?P<late>_(?:LATE|late))?_(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>[^/]+)$")
 MOODLE = re.compile(r"^(?P<student>[^/]+?)_(?P<user>\d+)_assignsubmission_file[_/](?P<file>[^/]+)$")
 PATTERNS = {"Canvas": CANVAS, "Moodle": MOODLE}
 RESUBMISSION = re.compile(r"^(?P<stem>.+?)-(?P<number>\d+)(?P<ext>\.[^.]+)$")
@@ -39,6 +39,7 @@ class Upload:
     resubmission: int = 0
     attachment: int = 0
     submitted_at: datetime | None = None
+    late: bool = False  # Canvas's mark; the name gives no time, so no penalty follows from it here
 
     def order(self) -> tuple:
         return (self.submitted_at or datetime.min.replace(tzinfo=timezone.utc), self.resubmission, self.attachment)
@@ -70,7 +71,8 @@ def match(name: str, regex: re.Pattern | None = None) -> Upload | None:
             continue
         groups = found.groupdict()
         own = (groups.get("file") or name).rsplit("/", 1)[-1]
-        upload = Upload(name, groups["student"].strip(), own, attachment=int(groups.get("attachment") or 0))
+        upload = Upload(name, groups["student"].strip(), own, attachment=int(groups.get("attachment") or 0),
+                        late=bool(groups.get("late")))
         if groups.get("timestamp"):
             try:
                 stamp = datetime.fromisoformat(groups["timestamp"])
@@ -155,6 +157,8 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[lis
             shutil.copyfile(named, folder / chapter.notebook_name)
             if upload.submitted_at:
                 write_timestamp(folder / "timestamp.txt", upload.submitted_at)
+            if upload.late:
+                notes.append(f"late: {upload.name}: Canvas marks it late (its name gives no submission time)")
     notes.insert(0, f"LMS download {source}: {len(chosen)} submission(s) from {len({s for s, _ in chosen})} "
                     f"learner(s) unpacked into {lms_dir}")
     return find_submissions(lms_dir), notes

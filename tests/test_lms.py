@@ -55,6 +55,7 @@ def test_canvas_zip_is_graded_per_learner_and_chapter(graded):
     assert ("resubmitted: ada 05_add_and_norm: ada_101_5107_add_and_norm-1.ipynb counts, resubmission number 1; "
             "ada_101_5002_add_and_norm.ipynb is not graded") in summary
     assert 0 < scores[("ben", ATTENTION.assignment)] < total(ATTENTION)
+    assert "late: ben_LATE_102_5003_self_attention.ipynb: Canvas marks it late" in summary
     # Nothing is dropped silently: each file that is no one's chapter is named, with the reason.
     assert "unmatched: self_attention.ipynb: the name carries no learner" in summary
     assert "unmatched: cy_103_5004_my_homework.ipynb: learner 'cy', but my_homework.ipynb: cannot tell which chapter" in summary
