@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab demo test test-integration bench build release clean
+.PHONY: setup lab demo test test-integration bench build release clean hub hub-setup
 
 setup: $(STAMP)
 
@@ -28,8 +28,34 @@ test: setup
 
 # The class end to end on real servers (JupyterHub, PostgreSQL, a Dask cluster): minutes each, so
 # kept out of `make test`'s 15-minute budget; .ci/run runs both.
-test-integration: setup
+test-integration: setup hub-setup
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m integration
+
+# JupyterHub from PyPI into .venv, configurable-http-proxy from npm into .hub/ (the npm and node
+# of the system: .ci/run installs them where they are missing).
+HUB_STAMP := $(VENV)/.hub-installed
+PROXY     := .hub/node_modules/.bin/configurable-http-proxy
+CHP_VERSION := 5.1.0  # Node.js 18 or later (Debian 12 packages 18)
+
+hub-setup: $(HUB_STAMP) $(PROXY)
+
+$(HUB_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,hub]'
+	touch $(HUB_STAMP)
+
+$(PROXY):
+	mkdir -p .hub
+	npm install --prefix .hub --no-audit --no-fund --loglevel=error configurable-http-proxy@$(CHP_VERSION)
+
+# A try-out class on this machine: deploy/jupyterhub/ with the simple spawner and one password, on a
+# free port (HUB_PORT=8000 to choose). A real class sets the COURSE_* variables of jupyterhub_config.py.
+HUB_STATE ?= $(CURDIR)/.hub/state
+hub: hub-setup
+	mkdir -p $(HUB_STATE)/exchange && chmod 777 $(HUB_STATE)/exchange
+	cd $(HUB_STATE) && COURSE_HUB_PORT=$${HUB_PORT:-$$($(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')} \
+	    COURSE_HUB_STATE=$(HUB_STATE) COURSE_EXCHANGE_ROOT=$(HUB_STATE)/exchange COURSE_HUB_SPAWNER=simple \
+	    COURSE_HUB_AUTHENTICATOR=dummy COURSE_HUB_PASSWORD=$${HUB_PASSWORD:-try-out} \
+	    COURSE_LEARNERS=$${HUB_LEARNERS:-learner1,learner2} $(CURDIR)/$(BIN)/jupyterhub -f $(CURDIR)/deploy/jupyterhub/jupyterhub_config.py
 
 bench: setup
 	$(BIN)/python benchmarks/bench.py
@@ -41,4 +67,4 @@ release: setup
 	$(BIN)/grader release
 
 clean:
-	rm -rf $(VENV) build .pytest_cache test-output
+	rm -rf $(VENV) build .pytest_cache test-output .hub

@@ -9,6 +9,7 @@ source folder, and the result must be exactly the learner's chapter folder.
 from __future__ import annotations
 
 import ast
+import contextlib
 import filecmp
 import shutil
 import tempfile
@@ -141,11 +142,12 @@ def build(chapters: list[Chapter], check: bool = False) -> list[str]:
     return stale
 
 
-def release(chapters: list[Chapter], write: bool = False) -> list[str]:
+def release(chapters: list[Chapter], write: bool = False, course_dir: str | Path | None = None) -> list[str]:
     """Release each chapter with nbgrader; return the learner files that differ from course/
-    (the notebook and everything in its folder: figures, generated modules)."""
+    (the notebook and everything in its folder: figures, generated modules). With `course_dir`, the
+    release stays there (a class's course directory, for nbgrader release_assignment)."""
     differ = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() if course_dir is None else contextlib.nullcontext(course_dir) as tmp:
         course = CourseDir(Path(tmp), chapters)
         for chapter in chapters:
             released = folder_files(course.release(chapter))

@@ -24,7 +24,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_release(args) -> int:
-    differ = build_mod().release(_chapters(args.chapters), write=args.write)
+    differ = build_mod().release(_chapters(args.chapters), write=args.write, course_dir=args.course_dir)
     for path in differ:
         print(("updated: " if args.write else "differs from the nbgrader release: ") + path)
     if differ and not args.write:
@@ -58,7 +58,7 @@ def cmd_autograde(args) -> int:
     try:
         summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
                                   timeout=args.timeout, limits=_limits(args), progress=not args.quiet,
-                                  rerun_all=args.rerun_all, term=term)
+                                  rerun_all=args.rerun_all, term=term, pattern=args.pattern)
     finally:
         stop_fork_server()
     print(summary)
@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("release", help="nbgrader generate_assignment; compare with course/")
     p.add_argument("chapters", nargs="*")
     p.add_argument("--write", action="store_true", help="copy the release into course/")
+    p.add_argument("--course-dir", default=None, help="release into this nbgrader course directory (a class's)")
     p.set_defaults(func=cmd_release)
 
     p = sub.add_parser("grade", help="grade submitted notebooks offline")
@@ -165,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     _sandbox_options(p)
     p.set_defaults(func=cmd_grade)
 
-    p = sub.add_parser("autograde", help="grade a class (one folder per student) into a gradebook")
-    p.add_argument("submissions")
+    p = sub.add_parser("autograde", help="grade a class (one folder per student, or an LMS download) into a gradebook")
+    p.add_argument("submissions", help="one folder per student, nbgrader's submitted/, or an LMS download (zip or folder)")
+    p.add_argument("--pattern", default=None,
+                   help="LMS file names: a regex with the named groups student and optional file, timestamp")
     p.add_argument("--course-dir", default="nbgrader-course")
     p.add_argument("--db", default=None, help="SQLAlchemy URL (default: SQLite in the course dir)")
     p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (up to one per core)")

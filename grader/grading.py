@@ -438,17 +438,19 @@ def locked(root: Path):
 
 def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url: str | None = None,
                     jobs: int = 2, timeout: int = 120, chapters: list[Chapter] | None = None,
-                    progress: bool = True, limits: Limits = Limits(), rerun_all: bool = False, term=None) -> str:
-    """Grade every `<student>/**/<chapter>.ipynb` into the gradebook, then feedback and grades.csv."""
-    from grader.intake import find_submissions
+                    progress: bool = True, limits: Limits = Limits(), rerun_all: bool = False, term=None,
+                    pattern: str | None = None) -> str:
+    """Grade every `<student>/**/<chapter>.ipynb` (or an LMS download: grader.intake) into the gradebook,
+    then feedback and grades.csv; `term` (grader.term.Term): due dates, extensions, the late policy."""
+    from grader.intake import gather
     from grader.submissions import set_aside_duplicates
 
-    submissions = find_submissions(submissions_dir)
-    set_aside_duplicates(submissions)
-    if term is not None:
-        term.fill_times(submissions)
-    chapters = chapters or _chapters_of(submissions)
-    with Pool(jobs=jobs, timeout=timeout, limits=limits) as pool, locked(Path(course_dir).resolve()):
+    with locked(Path(course_dir).resolve()), Pool(jobs=jobs, timeout=timeout, limits=limits) as pool:
+        submissions, notes = gather(submissions_dir, course_dir, pattern)
+        set_aside_duplicates(submissions)
+        if term is not None:
+            term.fill_times(submissions)
+        chapters = chapters or _chapters_of(submissions)
         pool.start()
         _load_specs(chapters)
         fresh = db_url is None and not (Path(course_dir) / "gradebook.db").exists()
@@ -457,7 +459,7 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
         grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term)
         feedback_and_export(course, chapters)
         results = [result_of(course, sub) for sub in submissions]
-        return summary(course, chapters, results)
+        return "\n".join([summary(course, chapters, results), *notes])
 
 
 def summary(course: CourseDir, chapters: list[Chapter], results: list[dict]) -> str:

@@ -1,0 +1,103 @@
+"""JupyterHub for a class of the course: an instructor and learners, nbgrader's exchange between them.
+
+Start from this file (`make hub` runs it locally; tests/test_hub.py runs a whole class through it).
+Every setting a class changes comes from an environment variable, so the file itself stays as shipped:
+
+  COURSE_HUB_PORT         the port learners open (default 8000); the hub's internal ports are free ones
+  COURSE_HUB_IP           the address it listens on (default 127.0.0.1; 0.0.0.0 to serve a network)
+  COURSE_HUB_STATE        the hub's database, cookie secret and (simple spawner) homes (default /srv/jupyterhub)
+  COURSE_INSTRUCTOR       the instructor's user name, an admin (default instructor)
+  COURSE_LEARNERS         comma-separated learner user names allowed in (default: anyone who can log in)
+  COURSE_HUB_AUTHENTICATOR  pam (default: the machine's unix accounts) or dummy (a try-out: any user
+                          name, one shared password COURSE_HUB_PASSWORD; never for a real class)
+  COURSE_HUB_SPAWNER      local (default: each learner's server runs as their own unix user) or simple
+                          (every server runs as the hub's user, a home per learner under
+                          COURSE_HUB_STATE/home: no isolation between learners; try-outs and tests only)
+  COURSE_EXCHANGE_ROOT    nbgrader's exchange (default /srv/nbgrader/exchange; read by nbgrader_config.py)
+  COURSE_DIRECTORY        the instructor's nbgrader course directory (default ~instructor/course)
+  COURSE_SERVER_ARGS      extra command-line options for every single-user server
+
+A real class adds isolation this file does not: PAM or an OAuth/LTI authenticator (LTI from the
+LMS), and each learner's server as a separate unix user (`local`) or in a container
+(DockerSpawner, KubeSpawner), so learners cannot read each other's files or the exchange's inbound folder.
+"""
+import os
+import shlex
+import socket
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+BIN = Path(sys.executable).parent  # the environment JupyterHub runs in also runs the learners' servers
+env = os.environ.get
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
+
+state = Path(env("COURSE_HUB_STATE", "/srv/jupyterhub"))
+state.mkdir(parents=True, exist_ok=True)
+c.JupyterHub.ip = env("COURSE_HUB_IP", "127.0.0.1")
+c.JupyterHub.port = int(env("COURSE_HUB_PORT", "8000"))
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = free_port()
+c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{free_port()}"
+c.ConfigurableHTTPProxy.pid_file = str(state / "jupyterhub-proxy.pid")
+# configurable-http-proxy from the npm registry, as `make hub` installs it (or one on PATH).
+proxy = REPO / ".hub" / "node_modules" / ".bin" / "configurable-http-proxy"
+c.ConfigurableHTTPProxy.command = [str(proxy) if proxy.exists() else "configurable-http-proxy"]
+
+instructor = env("COURSE_INSTRUCTOR", "instructor")
+learners = {name.strip() for name in env("COURSE_LEARNERS", "").split(",") if name.strip()}
+c.Authenticator.admin_users = {instructor}
+if learners:
+    c.Authenticator.allowed_users = {instructor, *learners}
+else:
+    c.Authenticator.allow_all = True  # everyone the authenticator lets in (PAM: the machine's accounts)
+
+if env("COURSE_HUB_AUTHENTICATOR", "pam") == "dummy":
+    if not env("COURSE_HUB_PASSWORD"):
+        sys.exit("COURSE_HUB_AUTHENTICATOR=dummy needs COURSE_HUB_PASSWORD (the one password of the try-out)")
+    c.JupyterHub.authenticator_class = "dummy"
+    c.DummyAuthenticator.password = env("COURSE_HUB_PASSWORD")
+else:
+    c.JupyterHub.authenticator_class = "pam"
+
+c.Spawner.cmd = [str(BIN / "jupyterhub-singleuser")]
+c.Spawner.default_url = "/lab"
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+exchange = env("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
+course_dir = env("COURSE_DIRECTORY")
+c.Spawner.environment = {
+    "PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}",
+    # nbgrader reads nbgrader_config.py from every folder on the Jupyter config path: this one's. A
+    # learner's path starts with learner/, which turns off nbgrader's instructor tools (Formgrader,
+    # Create Assignment, the course list) in their server and their JupyterLab.
+    "JUPYTER_CONFIG_PATH": lambda spawner: str(HERE) if spawner.user.name == instructor
+    else os.pathsep.join([str(HERE / "learner"), str(HERE)]),
+    "COURSE_EXCHANGE_ROOT": exchange,
+    "MPLBACKEND": "Agg",
+}
+if env("COURSE_HUB_SPAWNER", "local") == "simple":
+    c.JupyterHub.spawner_class = "simple"
+    c.SimpleLocalProcessSpawner.home_dir_template = str(state / "home" / "{username}")
+    instructor_home = state / "home" / instructor
+else:
+    c.JupyterHub.spawner_class = "localprocess"
+    c.LocalProcessSpawner.create_system_users = False
+    instructor_home = Path(os.path.expanduser(f"~{instructor}"))
+# Only the instructor's server knows the course directory (formgrader, `nbgrader collect`).
+c.Spawner.environment["COURSE_DIRECTORY"] = lambda spawner: (
+    course_dir or str(instructor_home / "course")) if spawner.user.name == instructor else ""
+c.Spawner.args = shlex.split(env("COURSE_SERVER_ARGS", ""))  # more options for every learner's server
+if os.getuid() == 0:
+    c.Spawner.args.append("--allow-root")  # the simple spawner runs every server as the hub's user

@@ -1,0 +1,164 @@
+"""An LMS download (a zip, or a flat folder) read as one folder per learner.
+
+An LMS names each file after the learner who uploaded it:
+- Canvas: `<login>[_LATE|_late]_<user id>_<attachment id>_<file name>`, a re-upload of one file name
+  getting `-1`, `-2`, ... before the extension;
+- Moodle: `<Full Name>_<id>_assignsubmission_file_<file name>` (older) or a folder
+  `<Full Name>_<id>_assignsubmission_file/<file name>` (newer);
+- anything else: `--pattern REGEX` with the named groups `student` and, optionally, `file` (the
+  notebook's own name; default: the whole name) and `timestamp` (ISO 8601), as nbgrader's zip_collect.
+Every file is matched to one learner and one chapter or listed as unmatched, with its name and why.
+When a learner sent one chapter twice, the later one counts (by the LMS time where the pattern gives
+one, else the resubmission number, else Canvas's attachment id, which grows with every upload), and
+the notes say which file won and by what; when nothing tells them apart it is an error, never a guess.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from grader.grading import Submission
+
+CANVAS = re.compile(r"^(?P<student>[^_/]+?)(?P<late>_(?:LATE|late))?_(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>[^/]+)$")
+MOODLE = re.compile(r"^(?P<student>[^/]+?)_(?P<user>\d+)_assignsubmission_file[_/](?P<file>[^/]+)$")
+PATTERNS = {"Canvas": CANVAS, "Moodle": MOODLE}
+RESUBMISSION = re.compile(r"^(?P<stem>.+?)-(?P<number>\d+)(?P<ext>\.[^.]+)$")
+IGNORED = ("__MACOSX/", ".DS_Store")
+
+
+@dataclass
+class Upload:
+    name: str  # as in the download (a path inside the zip or folder)
+    student: str
+    file: str  # the learner's own file name, LMS prefix and resubmission number removed
+    resubmission: int = 0
+    attachment: int = 0
+    submitted_at: datetime | None = None
+    late: bool = False  # Canvas's mark; the name gives no time, so no penalty follows from it here
+
+    def order(self) -> tuple:
+        return (self.submitted_at or datetime.min.replace(tzinfo=timezone.utc), self.resubmission, self.attachment)
+
+    def why_later(self, other: Upload) -> str:
+        if (self.submitted_at or other.submitted_at) and self.submitted_at != other.submitted_at:
+            return f"submitted later ({self.submitted_at:%Y-%m-%d %H:%M:%S %Z})"
+        if self.resubmission != other.resubmission:
+            return f"resubmission number {self.resubmission}"
+        return f"uploaded later (Canvas attachment id {self.attachment} > {other.attachment})"
+
+
+def compile_pattern(pattern: str) -> re.Pattern:
+    try:
+        regex = re.compile(pattern)
+    except re.error as err:
+        raise ValueError(f"--pattern {pattern!r} is not a regular expression: {err}") from None
+    if "student" not in regex.groupindex:
+        raise ValueError(f"--pattern {pattern!r} needs a named group (?P<student>...) for the learner")
+    return regex
+
+
+def match(name: str, regex: re.Pattern | None = None) -> Upload | None:
+    """The learner and file a download's file name carries; None when no LMS pattern fits."""
+    candidates = [regex] if regex else list(PATTERNS.values())
+    for candidate in candidates:
+        found = candidate.fullmatch(name) or candidate.fullmatch(name.rsplit("/", 1)[-1])
+        if not found:
+            continue
+        groups = found.groupdict()
+        own = (groups.get("file") or name).rsplit("/", 1)[-1]
+        upload = Upload(name, groups["student"].strip(), own, attachment=int(groups.get("attachment") or 0),
+                        late=bool(groups.get("late")))
+        if groups.get("timestamp"):
+            try:
+                stamp = datetime.fromisoformat(groups["timestamp"])
+            except ValueError:
+                raise ValueError(f"{name}: the pattern's timestamp {groups['timestamp']!r} is not ISO 8601") from None
+            upload.submitted_at = stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+        resubmitted = RESUBMISSION.fullmatch(own)
+        if resubmitted:
+            upload.file = resubmitted["stem"] + resubmitted["ext"]
+            upload.resubmission = int(resubmitted["number"])
+        return upload if upload.student else None
+    return None
+
+
+def is_download(folder: Path) -> bool:
+    """A flat folder of files (or Moodle's per-submission folders), not one folder per learner."""
+    entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    return (any(p.is_file() and (p.suffix == ".ipynb" or match(p.name)) for p in entries)
+            or any(MOODLE.fullmatch(p.name + "_x") for p in entries if p.is_dir()))
+
+
+def _files(source: Path, into: Path) -> dict[str, Path]:
+    """Every file of the download by its name there, copied out of a zip into `into`."""
+    if source.is_dir():
+        return {p.relative_to(source).as_posix(): p for p in sorted(source.rglob("*"))
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(source).parts)}
+    files = {}
+    with zipfile.ZipFile(source) as archive:
+        for index, info in enumerate(archive.infolist()):
+            if info.is_dir() or any(marker in info.filename for marker in IGNORED):
+                continue
+            target = into / str(index)  # never a path taken from the archive
+            target.write_bytes(archive.read(info))
+            files[info.filename] = target
+    return files
+
+
+def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[list[Submission], list[str]]:
+    """Unpack a download into `lms_dir/<student>/<assignment>/<notebook>`; the submissions and the notes."""
+    from grader.intake import find_submissions, write_timestamp
+    from grader.submissions import BadSubmission, identify
+
+    regex = compile_pattern(pattern) if pattern else None
+    if source.resolve() == lms_dir.resolve() or lms_dir.resolve() in source.resolve().parents:
+        raise ValueError(f"{source} is inside {lms_dir}, which grader rewrites: put the download elsewhere")
+    shutil.rmtree(lms_dir, ignore_errors=True)
+    lms_dir.mkdir(parents=True)
+    notes, chosen = [], {}
+    with tempfile.TemporaryDirectory(prefix="grader-lms-") as tmp:
+        files = _files(source, Path(tmp))
+        if not files:
+            raise ValueError(f"{source}: the LMS download holds no files")
+        for number, (name, path) in enumerate(files.items()):
+            upload = match(name, regex)
+            if upload is None or "/" in upload.student or upload.student in (".", ".."):
+                notes.append(f"unmatched: {name}: the name carries no learner "
+                             f"({'--pattern' if regex else 'neither the Canvas nor the Moodle pattern'} does not match)")
+                continue
+            named = Path(tmp) / "named" / str(number) / upload.file  # identify() reads the learner's own name
+            named.parent.mkdir(parents=True)
+            shutil.copyfile(path, named)
+            try:
+                chapter = identify(named)
+            except BadSubmission as err:
+                notes.append(f"unmatched: {name}: learner {upload.student!r}, but {err}")
+                continue
+            key = (upload.student, chapter)
+            if key in chosen:
+                earlier, _ = chosen[key]
+                if earlier.order() == upload.order():
+                    raise ValueError(f"{source}: {earlier.name} and {name} are both {upload.student}'s {chapter.assignment} "
+                                     "and nothing says which is later; remove one and grade again")
+                later, superseded = (upload, earlier) if upload.order() > earlier.order() else (earlier, upload)
+                notes.append(f"resubmitted: {upload.student} {chapter.assignment}: {later.name} counts, "
+                             f"{later.why_later(superseded)}; {superseded.name} is not graded")
+                if later is earlier:
+                    continue
+            chosen[key] = (upload, named)
+        for (student, chapter), (upload, named) in chosen.items():
+            folder = lms_dir / student / chapter.assignment
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(named, folder / chapter.notebook_name)
+            if upload.submitted_at:
+                write_timestamp(folder / "timestamp.txt", upload.submitted_at)
+            if upload.late:
+                notes.append(f"late: {upload.name}: Canvas marks it late (its name gives no submission time)")
+    notes.insert(0, f"LMS download {source}: {len(chosen)} submission(s) from {len({s for s, _ in chosen})} "
+                    f"learner(s) unpacked into {lms_dir}")
+    return find_submissions(lms_dir), notes

@@ -1,0 +1,288 @@
+"""A class on a real JupyterHub, started from deploy/jupyterhub/ as shipped. The instructor releases
+chapter 02 (`grader release` in a terminal, then their Formgrader's release to nbgrader's exchange);
+learner 1 fetches and submits it in headless Chromium from the Assignments panel, learner 2 through the
+same server endpoints the panel calls; the instructor collects (Formgrader), runs `grader autograde` on
+the course directory's own submitted/, releases feedback (Formgrader); each learner fetches their own.
+Screenshots go to test-output/hub/.
+
+What this shows and what it does not: one hub, the simple local spawner (every single-user server
+runs as this unix user, a home per learner) and the throwaway dummy authenticator. Learners are kept
+apart by nbgrader's exchange (what it lists and fetches for each), not by the file system: a real class
+adds PAM or OAuth/LTI logins and a unix user or a container per learner (deploy/jupyterhub/ says how).
+
+Needs configurable-http-proxy (`make test-integration` installs it into .hub/) and Chromium.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from grader import samples
+from grader.chapters import REPO, find_chapter
+from grader.runner import exercises
+from tests.test_browser import OUTPUT, Page, find_browser, free_port, http_ok, wait_for
+
+pytestmark = pytest.mark.integration
+
+DEPLOY = REPO / "deploy" / "jupyterhub"
+BIN = Path(sys.executable).parent
+PROXY = REPO / ".hub" / "node_modules" / ".bin" / "configurable-http-proxy"
+SHOTS = OUTPUT.parent / "hub"
+COURSE_ID = "transformers-from-scratch"
+CHAPTER = find_chapter("02")
+LEARNERS = ("learner1", "learner2")
+
+
+@dataclass
+class Hub:
+    url: str
+    password: str
+    state: Path
+    exchange: Path
+    course: Path
+
+    def home(self, user: str) -> Path:
+        return self.state / "home" / user
+
+    def api(self, method: str, path: str, token: str | None = None, body=None, raw: bool = False):
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        headers = {"Content-Type": "application/json", **({"Authorization": f"token {token}"} if token else {})}
+        request = urllib.request.Request(self.url + path, method=method, data=data, headers=headers)
+        with urllib.request.urlopen(request, timeout=180) as reply:
+            text = reply.read()
+        return text if raw else (json.loads(text) if text else None)
+
+    def token(self, user: str) -> str:
+        """A token for `user`, asked for with their password, as any hub API client would."""
+        auth = {"auth": {"username": user, "password": self.password}}
+        return self.api("POST", f"/hub/api/users/{user}/tokens", body=auth)["token"]
+
+    def start(self, user: str, token: str) -> None:
+        self.api("POST", f"/hub/api/users/{user}/server", token)
+        wait_for(lambda: self.api("GET", f"/hub/api/users/{user}", token)["servers"].get("", {}).get("ready"),
+                 180, f"{user}'s server to start")
+
+    def formgrader(self, token: str, action: str) -> None:
+        """What the instructor's Formgrader buttons post (nbgrader release_assignment, collect, release_feedback)."""
+        reply = self.api("POST", f"/user/instructor/formgrader/api/assignment/{CHAPTER.assignment}/{action}", token, body=b"")
+        assert reply.get("success"), (action, reply)
+
+    def instructor(self, *command: str) -> str:
+        """A command as the instructor types it in a terminal of their server (same environment)."""
+        env = dict(os.environ, HOME=str(self.home("instructor")), USER="instructor", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+                   JUPYTER_CONFIG_PATH=str(DEPLOY), COURSE_EXCHANGE_ROOT=str(self.exchange), COURSE_DIRECTORY=str(self.course))
+        proc = subprocess.run(command, cwd=self.course, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, f"{' '.join(command)} failed:\n{proc.stdout}\n{proc.stderr}"
+        return proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    if not PROXY.exists() and not shutil.which("configurable-http-proxy"):
+        pytest.fail("configurable-http-proxy is missing: `make test-integration` installs it into .hub/")
+    root = tmp_path_factory.mktemp("hub")
+    state, exchange = root / "state", root / "exchange"
+    exchange.mkdir(mode=0o777)  # the test's own exchange root, never /srv/nbgrader/exchange
+    course = state / "home" / "instructor" / "course"
+    course.mkdir(parents=True)
+    port, password = free_port(), secrets.token_hex(8)
+    env = dict(os.environ, COURSE_HUB_PORT=str(port), COURSE_HUB_STATE=str(state), COURSE_EXCHANGE_ROOT=str(exchange),
+               COURSE_DIRECTORY=str(course), COURSE_HUB_AUTHENTICATOR="dummy", COURSE_HUB_PASSWORD=password,
+               COURSE_HUB_SPAWNER="simple", COURSE_LEARNERS=",".join(LEARNERS),
+               # the test drives the Assignments panel through JupyterLab's command registry
+               COURSE_SERVER_ARGS="--LabApp.expose_app_in_browser=True")
+    log = root / "hub.log"
+    server = subprocess.Popen([str(BIN / "jupyterhub"), "-f", str(DEPLOY / "jupyterhub_config.py")], cwd=state, env=env,
+                              stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: server.poll() is None and http_ok(f"http://127.0.0.1:{port}/hub/api"), 90, "JupyterHub to start")
+        yield Hub(f"http://127.0.0.1:{port}", password, state, exchange, course)
+    finally:
+        server.terminate()  # stops the single-user servers too
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        if SHOTS.is_dir():
+            shutil.copyfile(log, SHOTS / "hub.log")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    executable = find_browser()
+    if executable is None:
+        if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
+            pytest.fail("COURSE_REQUIRE_BROWSER=1 but no Chromium or Chrome is on PATH")
+        pytest.skip("no Chromium or Chrome on PATH (apt-get install chromium): the hub test did not run")
+    profile = tmp_path_factory.mktemp("browser")
+    chrome = subprocess.Popen(
+        [executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+         "--no-default-browser-check", f"--user-data-dir={profile}", "--remote-debugging-port=0",
+         "--remote-allow-origins=*", "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    active = profile / "DevToolsActivePort"
+    try:
+        wait_for(lambda: chrome.poll() is None and active.exists() and active.read_text().strip(), 60, "the browser")
+        page = Page(int(active.read_text().split()[0]))
+        yield page
+        page.ws.close()
+    finally:
+        chrome.terminate()
+        chrome.wait(timeout=20)
+
+
+PANEL = "#nbgrader-assignment-list"
+
+
+def panel_button(page: Page, section: str, label: str) -> str:
+    return (f"[...document.querySelectorAll('{PANEL} #{section} button')]"
+            f".find(b => b.textContent.trim() === '{label}')")
+
+
+def click_in_panel(page: Page, section: str, label: str, timeout: float = 120) -> None:
+    button = panel_button(page, section, label)
+    wait_for(lambda: page.js(f"!!({button}) && !({button}).disabled"), timeout, f"the panel's {label} button")
+    page.js(f"({button}).click()")
+
+
+def panel_text(page: Page, section: str) -> str:
+    return page.js(f"(document.querySelector('{PANEL} #{section}') || {{}}).innerText || ''")
+
+
+def contents_path() -> str:
+    return f"/api/contents/{CHAPTER.assignment}/{CHAPTER.notebook_name}"
+
+
+def save_notebook(hub: Hub, user: str, token: str, nb) -> None:
+    """The learner's answers, saved through their server's contents API as JupyterLab saves them."""
+    body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(nb))}
+    hub.api("PUT", f"/user/{user}{contents_path()}", token, body)
+
+
+def assignment_action(hub: Hub, user: str, token: str, action: str):
+    """What the Assignments panel posts: fetch, submit, fetch_feedback."""
+    query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": CHAPTER.assignment})
+    return hub.api("POST", f"/user/{user}/assignments/{action}?{query}", token, body=b"")
+
+
+def feedback_files(hub: Hub, user: str) -> list[Path]:
+    return sorted((hub.home(user) / CHAPTER.assignment / "feedback").glob(f"*/{CHAPTER.name}.html"))
+
+
+def test_a_class_on_the_hub(hub, browser):
+    started = time.monotonic()
+    points = {name: ex.points for name, ex in exercises(CHAPTER.name).items()}
+    total = sum(points.values())
+    wrong = samples.wrong_variants(CHAPTER)[0].exercise  # learner 2's catalogued mistake
+
+    # The instructor: the chapter into the hub's course directory (a terminal), then nbgrader's
+    # exchange from their own server's Formgrader.
+    hub.instructor(str(BIN / "grader"), "release", CHAPTER.number, "--course-dir", str(hub.course))
+    tokens = {user: hub.token(user) for user in ("instructor", *LEARNERS)}
+    hub.start("instructor", tokens["instructor"])
+    hub.formgrader(tokens["instructor"], "release")
+    formgrader = hub.api("GET", "/user/instructor/formgrader/api/assignments", tokens["instructor"])
+    assert [(a["name"], a["status"]) for a in formgrader] == [(CHAPTER.assignment, "released")], formgrader
+
+    # Learner 1 in Chromium: log in, open the Assignments panel, fetch, work, submit.
+    page = browser
+    page.send("Page.navigate", url=f"{hub.url}/hub/login")
+    wait_for(lambda: page.js("!!document.querySelector('#username_input')"), 60, "the hub's login page")
+    page.js(f"document.querySelector('#username_input').value = 'learner1';"
+            f"document.querySelector('#password_input').value = '{hub.password}';"
+            "document.querySelector('#login_submit').click()")
+    wait_for(lambda: page.js("!!(window.jupyterapp && window.jupyterapp.commands"
+                             " && window.jupyterapp.commands.hasCommand('nbgrader:open-assignment-list'))"),
+             180, "JupyterLab with nbgrader in learner1's server")
+    assert page.js("location.pathname").startswith("/user/learner1/lab")
+    # A learner's JupyterLab has nbgrader's learner tools only (deploy/jupyterhub/learner/).
+    assert page.js("['nbgrader:open-formgrader', 'nbgrader:open-create-assignment']"
+                   ".filter(c => window.jupyterapp.commands.hasCommand(c))") == []
+    page.js("window.jupyterapp.commands.execute('nbgrader:open-assignment-list').then(() => true)")
+    wait_for(lambda: CHAPTER.assignment in panel_text(page, "released_assignments_list"), 120,
+             "the released chapter in the Assignments panel")
+    page.screenshot(SHOTS / "1-released.png")
+    click_in_panel(page, "released_assignments_list", "Fetch")
+    wait_for(lambda: (hub.home("learner1") / CHAPTER.assignment / CHAPTER.notebook_name).exists(), 60,
+             "the fetched notebook in learner1's home")
+    save_notebook(hub, "learner1", tokens["learner1"], samples.reference(CHAPTER))
+    click_in_panel(page, "fetched_assignments_list", "Submit")
+    wait_for(lambda: CHAPTER.assignment in panel_text(page, "submitted_assignments_list"), 120,
+             "learner1's submission in the panel")
+    page.screenshot(SHOTS / "2-submitted.png")
+
+    # Learner 2 through the endpoints the panel calls, with a catalogued mistake.
+    hub.start("learner2", tokens["learner2"])
+    assignment_action(hub, "learner2", tokens["learner2"], "fetch")
+    save_notebook(hub, "learner2", tokens["learner2"], samples.partly_wrong(CHAPTER, mistakes=1))
+    listed = assignment_action(hub, "learner2", tokens["learner2"], "submit")
+    assert listed["success"], listed
+    with pytest.raises(urllib.error.HTTPError, match="404"):  # no Formgrader in a learner's server
+        hub.api("GET", "/user/learner2/formgrader/api/assignments", tokens["learner2"])
+
+    # The instructor collects, autogrades the course directory's own submitted/, releases feedback.
+    hub.formgrader(tokens["instructor"], "collect")
+    submitted = hub.course / "submitted" / "learner1" / CHAPTER.assignment
+    collected = (submitted / CHAPTER.notebook_name).read_bytes()
+    summary = hub.instructor(str(BIN / "grader"), "autograde", str(hub.course / "submitted"), "--course-dir",
+                             str(hub.course), "--jobs", "2", "--quiet")
+    # The learner's own notebook is kept (grading stages the repaired one into submitted/), with nbgrader's timestamp.
+    kept = hub.course / "originals" / "learner1" / CHAPTER.assignment
+    assert (kept / CHAPTER.notebook_name).read_bytes() == collected
+    assert (submitted / "timestamp.txt").read_text() == (kept / "timestamp.txt").read_text()
+    hub.formgrader(tokens["instructor"], "release_feedback")
+
+    with Gradebook(f"sqlite:///{hub.course / 'gradebook.db'}") as gb:
+        scores = {s.student.id: s.score for s in gb.find_assignment(CHAPTER.assignment).submissions}
+        cells = {g.name: g.score for g in gb.find_submission_notebook(CHAPTER.name, CHAPTER.assignment, "learner2").grades}
+        stamps = {s.student.id: s.timestamp for s in gb.find_assignment(CHAPTER.assignment).submissions}
+    assert scores["learner1"] == pytest.approx(total), summary
+    assert 0 < scores["learner2"] < total, summary
+    assert cells[f"test_{wrong}"] < points[wrong], cells
+    assert all(cells[f"test_{name}"] == points[name] for name in points if name != wrong), cells
+    assert all(stamps[user] is not None for user in LEARNERS), stamps  # the exchange's submission times
+    rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader((hub.course / "grades.csv").open())
+            if r["assignment"] == CHAPTER.assignment}
+    assert rows == pytest.approx(scores), rows
+
+    # Learner 1 fetches feedback in the panel; learner 2 through the endpoint. Each sees their own score.
+    click_in_panel(page, "submitted_assignments_list", "Fetch Feedback")
+    wait_for(lambda: feedback_files(hub, "learner1"), 120, "learner1's feedback")
+    wait_for(lambda: "view feedback" in panel_text(page, "submitted_assignments_list").lower(), 60,
+             "the panel's feedback link")
+    page.js("[...document.querySelectorAll('button')].find(b => b.textContent.trim() === 'No')"
+            "?.click() || true")  # JupyterLab's question about news, not part of the course
+    time.sleep(1)
+    page.screenshot(SHOTS / "3-feedback.png")
+    feedback_url = feedback_files(hub, "learner1")[0].relative_to(hub.home("learner1")).as_posix()
+    page.send("Page.navigate", url=f"{hub.url}/user/learner1/files/{urllib.parse.quote(feedback_url)}")
+    wait_for(lambda: "Score:" in page.js("document.body ? document.body.innerText : ''"), 60, "the feedback page")
+    page.screenshot(SHOTS / "4-feedback-page.png")
+    assignment_action(hub, "learner2", tokens["learner2"], "fetch_feedback")
+    for user in LEARNERS:
+        [feedback] = feedback_files(hub, user)  # one file each: their own
+        score = f"<h4>{CHAPTER.name} (Score: {float(round(scores[user], 2))} / {float(total)})"
+        assert score in feedback.read_text(), (user, score)
+
+    # Learner 2 sees only their own submission and feedback through the exchange.
+    query = urllib.parse.urlencode({"course_id": COURSE_ID})
+    listing = hub.api("GET", f"/user/learner2/assignments?{query}", tokens["learner2"])
+    assert listing["success"], listing
+    seen = [a for a in listing["value"] if a["status"] == "submitted"]
+    assert seen and {a["student_id"] for a in seen} == {"learner2"}, seen
+    assert "learner1" not in json.dumps(listing["value"])
+    print(f"the class on the hub took {time.monotonic() - started:.0f} s (after the hub started)")

@@ -1,0 +1,96 @@
+"""The LMS path: `grader autograde` on a Canvas zip (a misnamed file, a file of no chapter, a late file
+and one chapter sent twice), graded with real nbgrader; the Moodle and --pattern names; bad input."""
+import csv
+import zipfile
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from grader import samples
+from grader.chapters import find_chapter
+from grader.grading import autograde_class
+from grader.intake import gather
+from grader.runner import exercises
+
+ATTENTION, NORM = find_chapter("02"), find_chapter("05")
+
+
+def total(chapter):
+    return sum(ex.points for ex in exercises(chapter.name).values())
+
+
+def canvas_download(path):
+    """What Canvas's "Download Submissions" gives: `<login>[_LATE]_<user id>_<attachment id>_<file>`."""
+    files = {
+        "ada_101_5001_self_attention.ipynb": samples.reference(ATTENTION),
+        "ada_101_5002_add_and_norm.ipynb": samples.released(NORM),  # then sent again, finished:
+        "ada_101_5107_add_and_norm-1.ipynb": samples.reference(NORM),
+        "ben_LATE_102_5003_self_attention.ipynb": samples.partly_wrong(ATTENTION, mistakes=1),
+        "self_attention.ipynb": samples.reference(ATTENTION),  # no LMS prefix: whose is it?
+        "cy_103_5004_my_homework.ipynb": samples.reference(NORM),  # a learner, but which chapter?
+    }
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, nb in files.items():
+            archive.writestr(name, nbformat.writes(nb))
+    return path
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lms")
+    download = canvas_download(root / "submissions.zip")
+    summary = autograde_class(download, root / "course", jobs=2, timeout=60, progress=False)
+    return root, summary
+
+
+def test_canvas_zip_is_graded_per_learner_and_chapter(graded):
+    root, summary = graded
+    with Gradebook(f"sqlite:///{root / 'course' / 'gradebook.db'}") as gb:
+        scores = {(s.student.id, s.assignment.name): s.score for a in gb.assignments for s in a.submissions}
+    assert set(scores) == {("ada", ATTENTION.assignment), ("ada", NORM.assignment), ("ben", ATTENTION.assignment)}, summary
+    assert scores[("ada", ATTENTION.assignment)] == pytest.approx(total(ATTENTION))
+    # The later of ada's two add_and_norm files counts (the skeleton would score 0), and the summary says why.
+    assert scores[("ada", NORM.assignment)] == pytest.approx(total(NORM)), summary
+    assert ("resubmitted: ada 05_add_and_norm: ada_101_5107_add_and_norm-1.ipynb counts, resubmission number 1; "
+            "ada_101_5002_add_and_norm.ipynb is not graded") in summary
+    assert 0 < scores[("ben", ATTENTION.assignment)] < total(ATTENTION)
+    assert "late: ben_LATE_102_5003_self_attention.ipynb: Canvas marks it late" in summary
+    # Nothing is dropped silently: each file that is no one's chapter is named, with the reason.
+    assert "unmatched: self_attention.ipynb: the name carries no learner" in summary
+    assert "unmatched: cy_103_5004_my_homework.ipynb: learner 'cy', but my_homework.ipynb: cannot tell which chapter" in summary
+    rows = list(csv.DictReader((root / "course" / "grades.csv").open()))
+    assert {(r["student_id"], r["assignment"]) for r in rows} >= set(scores)
+    # Unpacked into one folder per learner in the course directory, under the chapter's notebook name.
+    assert (root / "course" / "lms" / "ada" / NORM.assignment / NORM.notebook_name).is_file()
+
+
+def test_moodle_names_and_a_pattern(tmp_path):
+    flat = tmp_path / "moodle"
+    (flat / "Ada Lovelace_77_assignsubmission_file").mkdir(parents=True)
+    nbformat.write(samples.reference(ATTENTION), flat / "Ada Lovelace_77_assignsubmission_file" / ATTENTION.notebook_name)
+    nbformat.write(samples.reference(NORM), flat / f"Ben Bit_78_assignsubmission_file_{NORM.notebook_name}")
+    found, notes = gather(flat, tmp_path / "course")
+    assert [(s.student, s.path.parent.name) for s in found] == [("Ada Lovelace", ATTENTION.assignment),
+                                                               ("Ben Bit", NORM.assignment)], notes
+    # A regex as nbgrader's zip_collect takes it; a timestamp in the name becomes the submission time.
+    other = tmp_path / "other"
+    other.mkdir()
+    nbformat.write(samples.reference(ATTENTION), other / f"ada--2026-11-20T10:00:00--{ATTENTION.notebook_name}")
+    nbformat.write(samples.released(ATTENTION), other / f"ada--2026-11-21T09:00:00--{ATTENTION.notebook_name}")
+    found, notes = gather(other, tmp_path / "course", r"(?P<student>[a-z]+)--(?P<timestamp>[^-]+-[^-]+-[^-]+)--(?P<file>.+)")
+    assert [(s.student, s.submitted_at.isoformat()) for s in found] == [("ada", "2026-11-21T09:00:00+00:00")], notes
+    assert any("counts, submitted later (2026-11-21 09:00:00 UTC)" in note for note in notes), notes
+
+
+def test_bad_downloads_are_refused(tmp_path):
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for name in ("ada_1_2_self_attention.ipynb", "ada_1_2_02_self_attention.ipynb"):
+        nbformat.write(samples.reference(ATTENTION), flat / name)
+    with pytest.raises(ValueError, match="nothing says which is later"):
+        gather(flat, tmp_path / "course")
+    with pytest.raises(ValueError, match=r"needs a named group \(\?P<student>"):
+        gather(flat, tmp_path / "course", r"(?P<learner>\w+)_.*")
+    with pytest.raises(ValueError, match="neither a folder of submissions nor a zip file"):
+        gather(tmp_path / "missing.zip", tmp_path / "course")
