@@ -113,7 +113,7 @@ def _files(source: Path, into: Path) -> dict[str, Path]:
 def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[list[Submission], list[str]]:
     """Unpack a download into `lms_dir/<student>/<assignment>/<notebook>`; the submissions and the notes."""
     from grader.intake import find_submissions, write_timestamp
-    from grader.submissions import BadSubmission, identify
+    from grader.submissions import BadSubmission, identify_with_rule
 
     regex = compile_pattern(pattern) if pattern else None
     if source.resolve() == lms_dir.resolve() or lms_dir.resolve() in source.resolve().parents:
@@ -131,14 +131,16 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[lis
                 notes.append(f"unmatched: {name}: the name carries no learner "
                              f"({'--pattern' if regex else 'neither the Canvas nor the Moodle pattern'} does not match)")
                 continue
-            named = Path(tmp) / "named" / str(number) / upload.file  # identify() reads the learner's own name
+            named = Path(tmp) / "named" / str(number) / upload.file  # the chapter is told by the learner's own name
             named.parent.mkdir(parents=True)
             shutil.copyfile(path, named)
             try:
-                chapter = identify(named)
+                chapter, rule = identify_with_rule(named)
             except BadSubmission as err:
                 notes.append(f"unmatched: {name}: learner {upload.student!r}, but {err}")
                 continue
+            if rule:
+                notes.append(f"recognised: {name}: {rule}")
             key = (upload.student, chapter)
             if key in chosen:
                 earlier, _ = chosen[key]

@@ -28,7 +28,8 @@ def canvas_download(path):
         "ada_101_5107_add_and_norm-1.ipynb": samples.reference(NORM),
         "ben_LATE_102_5003_self_attention.ipynb": samples.partly_wrong(ATTENTION, mistakes=1),
         "self_attention.ipynb": samples.reference(ATTENTION),  # no LMS prefix: whose is it?
-        "cy_103_5004_my_homework.ipynb": samples.reference(NORM),  # a learner, but which chapter?
+        "cy_103_5004_my_homework.ipynb": samples.reference(NORM),  # renamed: told by its graded cells
+        "dee_104_5005_notes.ipynb": nbformat.v4.new_notebook(),  # a learner, but which chapter?
     }
     with zipfile.ZipFile(path, "w") as archive:
         for name, nb in files.items():
@@ -48,7 +49,8 @@ def test_canvas_zip_is_graded_per_learner_and_chapter(graded):
     root, summary = graded
     with Gradebook(f"sqlite:///{root / 'course' / 'gradebook.db'}") as gb:
         scores = {(s.student.id, s.assignment.name): s.score for a in gb.assignments for s in a.submissions}
-    assert set(scores) == {("ada", ATTENTION.assignment), ("ada", NORM.assignment), ("ben", ATTENTION.assignment)}, summary
+    assert set(scores) == {("ada", ATTENTION.assignment), ("ada", NORM.assignment), ("ben", ATTENTION.assignment),
+                           ("cy", NORM.assignment)}, summary
     assert scores[("ada", ATTENTION.assignment)] == pytest.approx(total(ATTENTION))
     # The later of ada's two add_and_norm files counts (the skeleton would score 0), and the summary says why.
     assert scores[("ada", NORM.assignment)] == pytest.approx(total(NORM)), summary
@@ -58,7 +60,10 @@ def test_canvas_zip_is_graded_per_learner_and_chapter(graded):
     assert "late: ben_LATE_102_5003_self_attention.ipynb: Canvas marks it late" in summary
     # Nothing is dropped silently: each file that is no one's chapter is named, with the reason.
     assert "unmatched: self_attention.ipynb: the name carries no learner" in summary
-    assert "unmatched: cy_103_5004_my_homework.ipynb: learner 'cy', but my_homework.ipynb: cannot tell which chapter" in summary
+    assert "unmatched: dee_104_5005_notes.ipynb: learner 'dee', but notes.ipynb: cannot tell which chapter" in summary
+    assert scores[("cy", NORM.assignment)] == pytest.approx(total(NORM))
+    assert ("recognised: cy_103_5004_my_homework.ipynb: my_homework.ipynb: chapter 05_add_and_norm "
+            "from its graded cells") in summary
     rows = list(csv.DictReader((root / "course" / "grades.csv").open()))
     assert {(r["student_id"], r["assignment"]) for r in rows} >= set(scores)
     # Unpacked into one folder per learner in the course directory, under the chapter's notebook name.
