@@ -186,14 +186,20 @@ def _feedback_exporter():
     from nbconvert.exporters import HTMLExporter, TemplateExporter
     from nbconvert.filters.highlight import Highlight2HTML
     from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+    from traitlets import Bool
 
     class FeedbackHTMLExporter(HTMLExporter):
+        embed_images = Bool(True)  # a learner gets the feedback file alone: the chapter's figures go inside it
+
         def from_notebook_node(self, nb, resources=None, **kw):
             langinfo = nb.metadata.get("language_info", {})
             lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
             self.register_filter("highlight_code", self.filters.get(
                 "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
             resources = self._init_resources(resources)
+            graded = Path(resources.get("metadata", {}).get("path") or ".").resolve()  # autograded/<student>/<assignment>
+            if len(graded.parents) > 2 and (graded.parents[2] / "release" / graded.name).is_dir():
+                resources["metadata"]["path"] = str(graded.parents[2] / "release" / graded.name)
             self.register_filter("filter_data_type", WidgetsDataTypeFilter(
                 notebook_metadata=self._nb_metadata, parent=self, resources=resources))
             html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
