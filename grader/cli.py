@@ -55,7 +55,7 @@ def cmd_autograde(args) -> int:
     try:
         summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
                                   timeout=args.timeout, limits=_limits(args), progress=not args.quiet,
-                                  rerun_all=args.rerun_all)
+                                  rerun_all=args.rerun_all, scheduler=args.scheduler)
     finally:
         stop_fork_server()
     print(summary)
@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", default=None, help="SQLAlchemy URL (default: SQLite in the course dir)")
     p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (up to one per core)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="grade on this dask.distributed cluster (its workers import this grader; README: Beyond one machine)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_autograde)
 
