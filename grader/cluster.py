@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import CancelledError
 from dataclasses import asdict
 from pathlib import Path
 
@@ -96,6 +97,10 @@ def judge_unit(unit: dict, release: dict[str, bytes]) -> str:
     return json.dumps(asdict(pool.judge(job)))
 
 
+def _passed(value):
+    return value
+
+
 def worker_facts() -> dict:
     """What the driver checks on each worker before sending it anything."""
     return {"grader": grader_digest(), "python": sys.version.split()[0]}
@@ -120,7 +125,7 @@ def failure_reason(err: BaseException) -> str:
     name = type(err).__name__
     if name == "KilledWorker":
         return f"the Dask workers grading this notebook died each time it was tried ({err}); it was not graded"
-    if name == "CancelledError":
+    if isinstance(err, CancelledError) or name == "CancelledError":
         return "the Dask cluster lost this notebook's grading (the scheduler went away or cancelled it); it was not graded"
     return f"grading on the Dask cluster failed: {name}: {str(err)[:300]}"
 
@@ -135,9 +140,9 @@ class DaskPool:
     """Grading units on an existing dask.distributed cluster, one per submission."""
 
     def __init__(self, scheduler: str, timeout: float = 120, limits: Limits = Limits(), threads: int = 1,
-                 retries: int = 2, no_worker_seconds: float = NO_WORKER_SECONDS):
+                 retries: int = 2, no_worker_seconds: float | None = None):
         self.scheduler, self.timeout, self.limits, self.threads = scheduler, timeout, limits, threads
-        self.retries, self.no_worker_seconds = retries, no_worker_seconds
+        self.retries, self.no_worker_seconds = retries, no_worker_seconds or NO_WORKER_SECONDS
         self.client = None
         self.missing: list[str] = []
 
@@ -188,8 +193,11 @@ class DaskPool:
         releases, futures = {}, {}
         batch = uuid.uuid4().hex[:8]
         for job in jobs:
-            if job.release_dir not in releases:  # each worker fetches a chapter's release once
-                releases[job.release_dir] = self.client.scatter([release_files(job.release_dir)])[0]
+            if job.release_dir not in releases:
+                # A task, not scattered data: a worker that dies holding it does not take it with it
+                # (the scheduler runs it again); each worker fetches it once per chapter.
+                releases[job.release_dir] = self.client.submit(_passed, release_files(job.release_dir), pure=False,
+                                                               key=f"release-{batch}-{job.chapter.assignment}")
             future = self.client.submit(judge_unit, self._unit(job), releases[job.release_dir], pure=False,
                                         key=f"grade-{batch}-{len(futures)}", retries=self.retries)
             futures[future] = job
@@ -232,6 +240,8 @@ class DaskPool:
         try:
             if future.status == "finished":
                 verdict = verdict_from_json(future.result())
+            elif future.cancelled():
+                verdict = Verdict(error=failure_reason(CancelledError()))
             else:
                 verdict = Verdict(error=failure_reason(future.exception()))
         except Exception as err:  # noqa: BLE001 - one unit failing never stops the batch
