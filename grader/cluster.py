@@ -137,23 +137,28 @@ def release_files(release_dir: Path) -> dict[str, bytes]:
 
 
 class DaskPool:
-    """Grading units on an existing dask.distributed cluster, one per submission."""
+    """Grading units on an existing dask.distributed cluster, one per submission. `scheduler`: its
+    address (tcp://HOST:PORT), or a connected distributed.Client."""
 
-    def __init__(self, scheduler: str, timeout: float = 120, limits: Limits = Limits(), threads: int = 1,
+    def __init__(self, scheduler, timeout: float = 120, limits: Limits = Limits(), threads: int = 1,
                  retries: int = 2, no_worker_seconds: float | None = None):
         self.scheduler, self.timeout, self.limits, self.threads = scheduler, timeout, limits, threads
         self.retries, self.no_worker_seconds = retries, no_worker_seconds or NO_WORKER_SECONDS
-        self.client = None
+        self.client, self._own_client = None, True
         self.missing: list[str] = []
 
     def start(self) -> None:
         """Connect, wait for a worker, and check every worker grades with this very grader."""
         from distributed import Client
 
-        try:
-            self.client = Client(self.scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as err:
-            raise ValueError(f"cannot reach the Dask scheduler at {self.scheduler}: {err}") from err
+        if not isinstance(self.scheduler, str):  # a Client made by the caller (a Dask Gateway's, with its TLS)
+            self.client, self._own_client = self.scheduler, False
+            self.scheduler = self.client.scheduler_info().get("address", "the given client")
+        else:
+            try:
+                self.client = Client(self.scheduler, timeout=CONNECT_SECONDS, set_as_default=False)
+            except (OSError, TimeoutError, ValueError) as err:
+                raise ValueError(f"cannot reach the Dask scheduler at {self.scheduler}: {err}") from err
         try:
             self.client.wait_for_workers(1, timeout=CONNECT_SECONDS)
         except TimeoutError:
@@ -171,9 +176,9 @@ class DaskPool:
                              "grader) than this one; give every worker this repository at the same commit")
 
     def close(self) -> None:
-        if self.client is not None:
+        if self.client is not None and self._own_client:
             self.client.close()
-            self.client = None
+        self.client = None
 
     def __enter__(self):
         return self
