@@ -171,3 +171,35 @@ def test_two_course_directories_on_one_sqlite_file_take_turns_and_say_so(inbox, 
     assert sum(f"another autograde is using the gradebook {tmp_path / 'shared.db'}" in err
                for _, _, err in outcomes) == 1
     check_class(gradebook(shared), {"ada", "ben", "cy", "dee", "eve"})
+
+
+def _release_into(db: str, root: str, errors, together) -> None:
+    from grader.coursedir import CourseDir
+    from grader.gradebook import shared
+
+    course = CourseDir(Path(root), [CHAPTER], db_url=db)
+    together.wait()  # both start releasing at the same moment
+    try:
+        with shared(db) as book, book.releasing():
+            course.release(CHAPTER)
+    except RuntimeError as err:
+        errors.put(str(err)[-500:])
+
+
+def test_shards_releasing_into_a_new_postgres_gradebook_at_once(postgres, tmp_path):
+    """What two shards do first, six times over: without the advisory lock nbgrader creates the
+    gradebook's tables twice at once (UniqueViolation, DuplicateTable) in a third of the tries here."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(6):
+        db, errors, together = postgres.new_database(), ctx.Queue(), ctx.Barrier(2)
+        procs = [ctx.Process(target=_release_into, args=(db, str(tmp_path / f"{attempt}-{n}"), errors, together))
+                 for n in (1, 2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(300)
+        assert errors.empty(), errors.get()
+        with Gradebook(db) as gb:
+            assert [a.name for a in gb.assignments] == [CHAPTER.assignment]
