@@ -58,7 +58,8 @@ def cmd_autograde(args) -> int:
     try:
         summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
                                   timeout=args.timeout, limits=_limits(args), progress=not args.quiet,
-                                  rerun_all=args.rerun_all, term=term, pattern=args.pattern)
+                                  rerun_all=args.rerun_all, term=term, pattern=args.pattern,
+                                  scheduler=args.scheduler)
     finally:
         stop_fork_server()
     print(summary)
@@ -177,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--term", default=None, help="due dates, late policy, extensions (default: COURSE_DIR/term.toml)")
     p.add_argument("--submitted-at", default=None,
                    help="submission time (ISO 8601, UTC unless a zone is given) for notebooks with no timestamp.txt")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="grade on this dask.distributed cluster (its workers import this grader; README: Beyond one machine)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_autograde)
 

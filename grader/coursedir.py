@@ -1,6 +1,7 @@
 """A throwaway nbgrader course directory and the nbgrader commands run inside it."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -37,6 +38,37 @@ def source_digest(chapter: Chapter) -> str:
     return digest.hexdigest()
 
 
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Replace a file in one step (a reader never sees half of it), and only when its bytes differ."""
+    with contextlib.suppress(OSError):
+        if path.read_bytes() == data:
+            return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    os.chmod(temp, 0o644)
+    os.replace(temp, path)
+
+
+def sync_folder(source: Path, target: Path) -> None:
+    """Make `target` hold exactly `source`'s files (less __pycache__), file by file.
+
+    Safe while another process syncs the same folder (two graders on one course directory, or a
+    course directory shared by several): deleting the folder and copying it anew, as before, let
+    one process's copytree meet the folder the other had just made (FileExistsError)."""
+    wanted = {p.relative_to(source) for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    for rel in sorted(wanted):
+        _write_if_changed(target / rel, (source / rel).read_bytes())
+    for path in sorted(target.rglob("*"), reverse=True) if target.is_dir() else []:
+        rel = path.relative_to(target)
+        if path.is_file() and rel not in wanted and not path.name.startswith("."):
+            path.unlink(missing_ok=True)
+        elif path.is_dir() and not any(p == rel or rel in p.parents for p in wanted):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+
+
 class CourseDir:
     """An nbgrader course root holding `source/<assignment>/` for the given chapters."""
 
@@ -45,12 +77,10 @@ class CourseDir:
         self.root = Path(root).resolve()
         self.db_url = db_url or f"sqlite:///{self.root / 'gradebook.db'}"
         self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "nbgrader_config.py").write_text(
-            CONFIG.format(root=str(self.root), db_url=self.db_url, timeout=timeout))
+        _write_if_changed(self.root / "nbgrader_config.py",
+                          CONFIG.format(root=str(self.root), db_url=self.db_url, timeout=timeout).encode())
         for chapter in chapters:
-            target = self.root / "source" / chapter.assignment
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(chapter.source_dir, target, ignore=shutil.ignore_patterns("__pycache__"))
+            sync_folder(chapter.source_dir, self.root / "source" / chapter.assignment)
 
     def nbgrader(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         # nbgrader shells out to `alembic`, and kernels must find this interpreter's packages.
@@ -67,8 +97,13 @@ class CourseDir:
 
     def release(self, chapter: Chapter) -> Path:
         self.nbgrader("generate_assignment", chapter.assignment, "--force")
-        self._stamps(chapter, source_digest(chapter))
+        self._stamps(chapter, self._release_stamp(chapter))
         return self.root / "release" / chapter.assignment
+
+    def _release_stamp(self, chapter: Chapter) -> str:
+        """The source released and the gradebook it went into: a course directory pointed at another
+        database (a PostgreSQL URL) must release there too."""
+        return hashlib.sha256((source_digest(chapter) + self.db_url).encode()).hexdigest()
 
     def _stamps(self, chapter: Chapter | None = None, digest: str | None = None) -> dict:
         path = self.root / ".grader-releases.json"
@@ -85,7 +120,7 @@ class CourseDir:
         """generate_assignment, unless this course directory already released this very source
         (a class graded again, or in batches, skips the seconds it takes)."""
         released = self.root / "release" / chapter.assignment / chapter.notebook_name
-        if released.exists() and self._stamps().get(chapter.assignment) == source_digest(chapter) \
+        if released.exists() and self._stamps().get(chapter.assignment) == self._release_stamp(chapter) \
                 and (self.root / "gradebook.db").exists() == self.db_url.startswith("sqlite:///"):
             return released.parent
         return self.release(chapter)
@@ -109,4 +144,4 @@ class CourseDir:
         shutil.copyfile(cached / "gradebook.db", self.root / "gradebook.db")
         shutil.copytree(cached / "release", self.root / "release", dirs_exist_ok=True)
         for chapter in chapters:
-            self._stamps(chapter, source_digest(chapter))
+            self._stamps(chapter, self._release_stamp(chapter))

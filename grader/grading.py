@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader import skipping
+from grader import gradebook, skipping
 from grader.chapters import CHAPTERS, Chapter
 from grader.coursedir import CourseDir
 from grader.judge import VERDICTS, Job, Pool, Verdict
@@ -349,9 +349,11 @@ def _load_specs(chapters: list[Chapter]) -> threading.Thread:
 
 
 def grade_all(course: CourseDir, submissions: list[Submission], released: dict, pool: Pool,
-              progress: bool = True, rerun_all: bool = False, term=None) -> None:
+              progress: bool = True, rerun_all: bool = False, term=None,
+              book: gradebook.Locks = gradebook.Locks()) -> None:
     """Stage, judge (in parallel, in the sandbox) and record every submission; never stops early.
-    `term` (grader.term.Term): due dates, extensions and the late policy."""
+    `term` (grader.term.Term): due dates, extensions and the late policy; `book`: the locks recording
+    holds on a gradebook other graders share (grader.gradebook)."""
     for sub in submissions:
         stage(course, sub, released, rerun_all)
     staged = [s for s in submissions if s.chapter and s.cells]
@@ -362,11 +364,12 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
 
     def recorded(sub: Submission, verdict: Verdict | None) -> None:
         sub.verdict = verdict
-        try:
-            record(course, api, sub)
-        except Exception as err:  # noqa: BLE001 - one submission never stops the batch
-            sub.error = f"could not record the grade: {type(err).__name__}: {err}"
-            _zero(course, sub)
+        with book.recording(sub.student):
+            try:
+                record(course, api, sub)
+            except Exception as err:  # noqa: BLE001 - one submission never stops the batch
+                sub.error = f"could not record the grade: {type(err).__name__}: {err}"
+                _zero(course, sub)
 
     for sub in staged:
         if sub.error:  # nothing to run: record the zero and its reason now
@@ -427,14 +430,16 @@ def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
 
 
 @contextlib.contextmanager
-def locked(root: Path):
-    """One `grader autograde` at a time per course directory; a second one waits, and says so."""
+def locked(root: Path, name: str = ".grader-autograde.lock", what: str | None = None):
+    """One `grader autograde` at a time per course directory (or per `what`, locked by the file
+    `name` in `root`); a second one waits, and says so."""
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".grader-autograde.lock", "w") as handle:
+    with open(root / name, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"grader: another autograde is using {root}; waiting for it to finish", file=sys.stderr, flush=True)
+            print(f"grader: another autograde is using {what or root}; waiting for it to finish",
+                  file=sys.stderr, flush=True)
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -445,13 +450,14 @@ def locked(root: Path):
 def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url: str | None = None,
                     jobs: int = 2, timeout: int = 120, chapters: list[Chapter] | None = None,
                     progress: bool = True, limits: Limits = Limits(), rerun_all: bool = False, term=None,
-                    pattern: str | None = None) -> str:
+                    pattern: str | None = None, scheduler: str | None = None) -> str:
     """Grade every `<student>/**/<chapter>.ipynb` (or an LMS download: grader.intake) into the gradebook,
-    then feedback and grades.csv; `term` (grader.term.Term): due dates, extensions, the late policy."""
+    then feedback and grades.csv; judged by the local pool, or on the Dask cluster at `scheduler`
+    (grader.cluster); `term` (grader.term.Term): due dates, extensions, the late policy."""
     from grader.intake import gather
     from grader.submissions import set_aside_duplicates
 
-    with locked(Path(course_dir).resolve()), Pool(jobs=jobs, timeout=timeout, limits=limits) as pool:
+    with locked(Path(course_dir).resolve()), _pool(scheduler, jobs, timeout, limits) as pool:
         submissions, notes = gather(submissions_dir, course_dir, pattern)
         set_aside_duplicates(submissions)
         if term is not None:
@@ -461,11 +467,22 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
         _load_specs(chapters)
         fresh = db_url is None and not (Path(course_dir) / "gradebook.db").exists()
         course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
-        released = _release_all(course, chapters, cached=fresh)  # a new course directory may start from the cache
-        grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term)
-        feedback_and_export(course, chapters)
-        results = [result_of(course, sub) for sub in submissions]
-        return "\n".join([summary(course, chapters, results), *notes])
+        with gradebook.shared(course.db_url) as book:
+            with book.releasing():  # a new course directory may start from the cache
+                released = _release_all(course, chapters, cached=fresh)
+            grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
+                      book=book)
+            feedback_and_export(course, chapters)
+            results = [result_of(course, sub) for sub in submissions]
+            return "\n".join([summary(course, chapters, results), *notes])
+
+
+def _pool(scheduler: str | None, jobs: int, timeout: int, limits: Limits):
+    if scheduler is None:
+        return Pool(jobs=jobs, timeout=timeout, limits=limits)
+    from grader.cluster import DaskPool
+
+    return DaskPool(scheduler, timeout=timeout, limits=limits)
 
 
 def summary(course: CourseDir, chapters: list[Chapter], results: list[dict]) -> str:
