@@ -98,8 +98,9 @@ def cmd_export(args) -> int:
     from pathlib import Path
 
     from grader import export
+    from grader.coursedir import database_of
 
-    db_url = args.db or f"sqlite:///{Path(args.course_dir).resolve() / 'gradebook.db'}"
+    db_url = args.db or database_of(args.course_dir)
     result = export.build(db_url, [find_chapter(c) for c in args.chapters], Path(args.roster), args.lms, args.match, args.exercises)
     out = Path(args.output or Path(args.course_dir) / f"{args.lms}-grades.csv")
     export.write(result, out)
@@ -145,6 +146,9 @@ def build_mod():
     return build
 
 
+DB_HELP = "SQLAlchemy URL (default: the gradebook the course dir was last graded into, else SQLite in it)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grader", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -172,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pattern", default=None,
                    help="LMS file names: a regex with the named groups student and optional file, timestamp")
     p.add_argument("--course-dir", default="nbgrader-course")
-    p.add_argument("--db", default=None, help="SQLAlchemy URL (default: SQLite in the course dir)")
+    p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (up to one per core)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--term", default=None, help="due dates, late policy, extensions (default: COURSE_DIR/term.toml)")
@@ -186,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("regrade", help="grade a chapter again for the class; show old -> new per learner")
     p.add_argument("chapter")
     p.add_argument("--course-dir", default="nbgrader-course")
-    p.add_argument("--db", default=None, help="SQLAlchemy URL (default: SQLite in the course dir)")
+    p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--term", default=None, help="due dates, late policy, extensions (default: COURSE_DIR/term.toml)")
     p.add_argument("--never-lower", action="store_true", help="keep a learner's old scores where the new total is lower")
     p.add_argument("--undo", action="store_true", help="put back the scores from before the last regrade")
@@ -199,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report", help="an HTML report of one chapter across the class")
     p.add_argument("chapter")
     p.add_argument("--course-dir", default="nbgrader-course")
-    p.add_argument("--db", default=None)
+    p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--output", "-o", default=None, help="default: COURSE_DIR/reports/<chapter>.html")
     p.set_defaults(func=cmd_report)
 
@@ -211,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                    "(default: 'SIS Login ID' for Canvas, 'Username' for Moodle)")
     p.add_argument("--exercises", action="store_true", help="also one column per exercise")
     p.add_argument("--course-dir", default="nbgrader-course")
-    p.add_argument("--db", default=None)
+    p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--output", "-o", default=None, help="default: COURSE_DIR/<lms>-grades.csv")
     p.set_defaults(func=cmd_export)
 

@@ -1,10 +1,12 @@
 """A throwaway nbgrader course directory and the nbgrader commands run inside it."""
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,13 +71,27 @@ def sync_folder(source: Path, target: Path) -> None:
                 path.rmdir()
 
 
+DB_LINE = re.compile(r"^c\.CourseDirectory\.db_url = (.+)$", re.M)
+
+
+def database_of(root: str | Path) -> str:
+    """The gradebook a course directory was last graded into (its nbgrader_config.py says), else its
+    own SQLite file: a regrade, report or export of a PostgreSQL class needs no `--db` again."""
+    root = Path(root).resolve()
+    with contextlib.suppress(OSError, ValueError, SyntaxError):
+        found = DB_LINE.search((root / "nbgrader_config.py").read_text())
+        if found:
+            return str(ast.literal_eval(found.group(1)))
+    return f"sqlite:///{root / 'gradebook.db'}"
+
+
 class CourseDir:
     """An nbgrader course root holding `source/<assignment>/` for the given chapters."""
 
     def __init__(self, root: Path, chapters: list[Chapter], db_url: str | None = None,
                  timeout: int = 120):
         self.root = Path(root).resolve()
-        self.db_url = db_url or f"sqlite:///{self.root / 'gradebook.db'}"
+        self.db_url = db_url or database_of(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         _write_if_changed(self.root / "nbgrader_config.py",
                           CONFIG.format(root=str(self.root), db_url=self.db_url, timeout=timeout).encode())

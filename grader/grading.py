@@ -27,7 +27,7 @@ import nbformat
 
 from grader import gradebook, skipping
 from grader.chapters import CHAPTERS, Chapter
-from grader.coursedir import CourseDir
+from grader.coursedir import CourseDir, database_of
 from grader.judge import VERDICTS, Job, Pool, Verdict
 from grader.sandbox import Limits
 from grader.submissions import BadSubmission, grade_id_of, identify, identify_with_rule, read_notebook, repair
@@ -465,7 +465,8 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
         chapters = chapters or _chapters_of(submissions)
         pool.start()
         _load_specs(chapters)
-        fresh = db_url is None and not (Path(course_dir) / "gradebook.db").exists()
+        own_file = Path(course_dir).resolve() / "gradebook.db"
+        fresh = db_url is None and database_of(course_dir) == f"sqlite:///{own_file}" and not own_file.exists()
         course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
         with gradebook.shared(course.db_url) as book:
             with book.releasing():  # a new course directory may start from the cache

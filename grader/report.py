@@ -22,6 +22,7 @@ from pathlib import Path
 import nbformat
 
 from grader.chapters import Chapter
+from grader.coursedir import database_of
 
 NOTES_FILE = "grading-notes.json"
 UNFINISHED = "not implemented yet"  # grader.runner's message for a skeleton left as handed out
@@ -202,7 +203,7 @@ def write_report(course_dir: str | Path, chapter: Chapter, out: str | Path | Non
     root = Path(course_dir).resolve()
     if not root.is_dir():
         raise ValueError(f"{root}: no such course directory")
-    data = collect(root, db_url or f"sqlite:///{root / 'gradebook.db'}", chapter)
+    data = collect(root, db_url or database_of(root), chapter)
     path = Path(out) if out else root / "reports" / f"{chapter.assignment}.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(chapter, data))

@@ -67,3 +67,14 @@ def test_a_second_run_on_one_sqlite_gradebook_waits_and_says_so(tmp_path):
     out, _ = proc.communicate(timeout=60)
     assert out.strip() == "in"
     assert f"another autograde is using the gradebook {tmp_path / 'gradebook.db'}; waiting" in said
+
+
+def test_a_course_directory_remembers_its_gradebook(tmp_path):
+    """regrade, report and export default to the database the course directory was graded into."""
+    from grader.coursedir import CourseDir, database_of
+
+    assert database_of(tmp_path) == f"sqlite:///{tmp_path.resolve() / 'gradebook.db'}"
+    url = "postgresql+psycopg://grader:secret@db.example/class?sslmode=require"
+    CourseDir(tmp_path, [], db_url=url)
+    assert database_of(tmp_path) == url
+    assert CourseDir(tmp_path, []).db_url == url

@@ -14,6 +14,7 @@ from nbgrader.api import Gradebook
 
 from grader import samples
 from grader.chapters import find_chapter
+from grader.coursedir import database_of
 from grader.demo import write_class
 from grader.runner import exercises
 
@@ -137,6 +138,12 @@ def test_two_runs_on_one_course_and_one_postgres_database(postgres, inbox, tmp_p
     check_clean(outcomes)
     assert sum("another autograde is using" in err for _, _, err in outcomes) == 1
     check_class(gradebook(db), {"ada", "ben", "cy", "dee", "eve"})
+    # The course directory remembers its gradebook: a report needs no --db again.
+    assert database_of(tmp_path / "course") == db
+    proc = subprocess.run([sys.executable, "-m", "grader", "report", "02", "--course-dir", str(tmp_path / "course")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "5 submission(s) in the gradebook" in (tmp_path / "course" / "reports" / f"{CHAPTER.assignment}.html").read_text()
 
 
 def test_shards_in_separate_course_directories_share_one_postgres_gradebook(postgres, inbox, tmp_path):
