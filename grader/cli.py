@@ -146,6 +146,15 @@ def build_mod():
     return build
 
 
+def _class_options(p) -> None:
+    """What autograde and regrade share: where the class lives, how many at once, its term."""
+    p.add_argument("--course-dir", default="nbgrader-course")
+    p.add_argument("--db", default=None, help=DB_HELP)
+    p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (up to one per core)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--term", default=None, help="due dates, late policy, extensions (default: COURSE_DIR/term.toml)")
+
+
 DB_HELP = "SQLAlchemy URL (default: the gradebook the course dir was last graded into, else SQLite in it)"
 
 
@@ -175,11 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("submissions", help="one folder per student, nbgrader's submitted/, or an LMS download (zip or folder)")
     p.add_argument("--pattern", default=None,
                    help="LMS file names: a regex with the named groups student and optional file, timestamp")
-    p.add_argument("--course-dir", default="nbgrader-course")
-    p.add_argument("--db", default=None, help=DB_HELP)
-    p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once (up to one per core)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--term", default=None, help="due dates, late policy, extensions (default: COURSE_DIR/term.toml)")
+    _class_options(p)
     p.add_argument("--submitted-at", default=None,
                    help="submission time (ISO 8601, UTC unless a zone is given) for notebooks with no timestamp.txt")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
@@ -189,14 +194,10 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("regrade", help="grade a chapter again for the class; show old -> new per learner")
     p.add_argument("chapter")
-    p.add_argument("--course-dir", default="nbgrader-course")
-    p.add_argument("--db", default=None, help=DB_HELP)
-    p.add_argument("--term", default=None, help="due dates, late policy, extensions (default: COURSE_DIR/term.toml)")
+    _class_options(p)
     p.add_argument("--never-lower", action="store_true", help="keep a learner's old scores where the new total is lower")
     p.add_argument("--undo", action="store_true", help="put back the scores from before the last regrade")
     p.add_argument("--reason", default="", help="why (kept in the history)")
-    p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     _sandbox_options(p)
     p.set_defaults(func=cmd_regrade)
 

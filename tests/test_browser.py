@@ -37,6 +37,17 @@ def find_browser() -> str | None:
     return next((path for path in map(shutil.which, BROWSERS) if path), None)
 
 
+def require_browser(what: str) -> str:
+    """Chromium or Chrome; without one the test skips, saying `what` did not run (fails under CI's
+    COURSE_REQUIRE_BROWSER=1, which .ci/run sets once it has installed a browser)."""
+    executable = find_browser()
+    if executable is None:
+        if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
+            pytest.fail("COURSE_REQUIRE_BROWSER=1 but no Chromium or Chrome is on PATH")
+        pytest.skip(f"no Chromium or Chrome on PATH (apt-get install chromium, or set COURSE_BROWSER): {what} did not run")
+    return executable
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -100,12 +111,7 @@ class Page:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab serving course/ as `make lab` does, with the nbgrader extensions installed."""
-    browser = find_browser()
-    if browser is None:
-        if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
-            pytest.fail("COURSE_REQUIRE_BROWSER=1 but no Chromium or Chrome is on PATH")
-        pytest.skip("no Chromium or Chrome on PATH (apt-get install chromium, or set COURSE_BROWSER): "
-                    "the browser test of `make lab` did not run")
+    browser = require_browser("the browser test of `make lab`")
     home = tmp_path_factory.mktemp("lab")
     settings = home / "settings"
     # Render every cell (JupyterLab otherwise renders only those near the viewport); no news pop-up.

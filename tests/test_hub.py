@@ -35,7 +35,7 @@ from nbgrader.api import Gradebook
 from grader import samples
 from grader.chapters import REPO, find_chapter
 from grader.runner import exercises
-from tests.test_browser import OUTPUT, Page, find_browser, free_port, http_ok, wait_for
+from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -124,11 +124,7 @@ def hub(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    executable = find_browser()
-    if executable is None:
-        if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
-            pytest.fail("COURSE_REQUIRE_BROWSER=1 but no Chromium or Chrome is on PATH")
-        pytest.skip("no Chromium or Chrome on PATH (apt-get install chromium): the hub test did not run")
+    executable = require_browser("the hub test")
     profile = tmp_path_factory.mktemp("browser")
     chrome = subprocess.Popen(
         [executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
