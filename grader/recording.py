@@ -1,0 +1,151 @@
+"""Recording with nbgrader: its autograde with the judge's verdict in place of execution, the
+gradebook's zero for a grading that failed, and feedback HTML and the CSV export (grader.grading
+calls these in the trusted process, one submission at a time)."""
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from grader.chapters import Chapter
+from grader.coursedir import CourseDir
+from grader.judge import VERDICTS, Verdict
+
+if TYPE_CHECKING:
+    from grader.grading import Submission
+
+
+def _shared_engines() -> None:
+    """nbgrader opens the gradebook, each time with a new SQLAlchemy engine, about nine times for every
+    notebook it autogrades; one engine per database URL in this process keeps SQLAlchemy's cache of
+    compiled statements between them (a fifth of the time nbgrader takes per notebook)."""
+    import nbgrader.api
+
+    if getattr(nbgrader.api.create_engine, "shared", False):
+        return
+    original, engines, lock = nbgrader.api.create_engine, {}, threading.Lock()
+
+    def create_engine(url, **kwargs):
+        key = (str(url), tuple(sorted(kwargs.items())))
+        with lock:
+            if key not in engines:
+                engines[key] = original(url, **kwargs)
+            return engines[key]
+
+    create_engine.shared = True
+    nbgrader.api.create_engine = create_engine
+
+
+IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\balt=)")
+FOCUSABLE = re.compile(r'(<div class="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputArea-output)\b[^"]*")(?![^>]*\btabindex=)')
+
+
+def _feedback_exporter():
+    """nbconvert's HTML exporter for nbgrader's feedback, less its last pass: re-parsing the finished
+    page with BeautifulSoup's pure-Python parser (about three quarters of the time per feedback file)
+    only to give images without alt text a default one and make cells focusable, done here on the text."""
+    from nbconvert.exporters import HTMLExporter, TemplateExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+    from traitlets import Bool
+
+    class FeedbackHTMLExporter(HTMLExporter):
+        embed_images = Bool(True)  # a learner gets the feedback file alone: the chapter's figures go inside it
+
+        def from_notebook_node(self, nb, resources=None, **kw):
+            langinfo = nb.metadata.get("language_info", {})
+            lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+            self.register_filter("highlight_code", self.filters.get(
+                "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+            resources = self._init_resources(resources)
+            graded = Path(resources.get("metadata", {}).get("path") or ".").resolve()  # autograded/<student>/<assignment>
+            if len(graded.parents) > 2 and (graded.parents[2] / "release" / graded.name).is_dir():
+                resources["metadata"]["path"] = str(graded.parents[2] / "release" / graded.name)
+            self.register_filter("filter_data_type", WidgetsDataTypeFilter(
+                notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+            html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+            html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
+            return FOCUSABLE.sub(r'\1 tabindex="0"', html), resources
+
+    return FeedbackHTMLExporter
+
+
+def nbgrader_api(course: CourseDir, term=None):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from traitlets.config import Config
+
+    from grader.judge import FillVerdict
+
+    _shared_engines()
+    config = Config()
+    config.CourseDirectory.root = str(course.root)
+    config.CourseDirectory.course_id = "transformers-from-scratch"
+    config.CourseDirectory.db_url = course.db_url
+    config.Autograde.autograde_preprocessors = [FillVerdict, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                                SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    config.GenerateFeedback.exporter_class = _feedback_exporter()
+    config.NbGraderAPI.log_level = "ERROR"
+    if term is not None:
+        term.configure(config)  # the course's late policy, through nbgrader's AssignLatePenalties
+    return NbGraderAPI(CourseDirectory(config=config), config=config)
+
+
+def zero_grades(course: CourseDir, submission: Submission) -> None:
+    """A grading that failed must not leave an earlier score looking current."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(course.db_url) as gb:
+        try:
+            notebook = gb.find_submission_notebook(submission.chapter.name, submission.chapter.assignment,
+                                                   submission.student)
+        except MissingEntry:
+            return
+        for grade in notebook.grades:
+            grade.auto_score = 0.0
+            grade.manual_score = None
+            grade.needs_manual_grade = False
+        gb.db.commit()
+
+
+def record(course: CourseDir, api, submission: Submission) -> None:
+    """nbgrader's autograde of one staged submission, the verdict standing in for execution."""
+    chapter = submission.chapter
+    verdict = submission.verdict or Verdict(error=submission.error or "not graded")
+    if submission.error:
+        verdict.error = submission.error
+    VERDICTS[(submission.student, chapter.assignment)] = (chapter, submission.cells, verdict)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's sessions
+            outcome = api.autograde(chapter.assignment, submission.student, force=True, create=True)
+    finally:
+        VERDICTS.pop((submission.student, chapter.assignment), None)
+    if not outcome.get("success"):
+        last = [ln for ln in (outcome.get("error") or "").strip().splitlines() if ln.strip()]
+        submission.error = "nbgrader autograde failed: " + (last[-1] if last else "no reason given")
+        zero_grades(course, submission)
+    elif verdict.error and not submission.error:
+        submission.error = verdict.error
+
+
+def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
+    """nbgrader's generate_feedback for each chapter and its CSV export, in this process."""
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins.export import CsvExportPlugin
+
+    api = nbgrader_api(course)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for chapter in chapters:
+            outcome = api.generate_feedback(chapter.assignment, force=True)
+            if not outcome.get("success"):
+                print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
+                      file=sys.stderr)
+        with Gradebook(course.db_url) as gb:
+            CsvExportPlugin(to=str(course.root / "grades.csv")).export(gb)
