@@ -285,6 +285,8 @@ def test_a_class_on_the_hub(hub, browser):
         [feedback] = feedback_files(hub, user)  # one file each: their own
         score = f"<h4>{CHAPTER.name} (Score: {float(round(scores[user], 2))} / {float(total)})"
         assert score in feedback.read_text(), (user, score)
+        # The learner gets this file alone: the chapter's figures are inside it, not links to images/.
+        assert 'src="images/' not in feedback.read_text() and "data:image/png;base64" in feedback.read_text()
 
     # Learner 2 sees only their own submission and feedback through the exchange.
     query = urllib.parse.urlencode({"course_id": COURSE_ID})
