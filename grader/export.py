@@ -62,8 +62,11 @@ def gradebook_scores(db_url: str, chapters: list[Chapter], exercises: bool) -> t
 
 def require_gradebook(db_url: str) -> None:
     """A SQLite gradebook that is not there is an error, not a new empty gradebook."""
-    if db_url.startswith("sqlite:///") and not Path(db_url.removeprefix("sqlite:///")).is_file():
-        raise ValueError(f"no gradebook at {db_url.removeprefix('sqlite:///')}: grade the class first "
+    from grader.gradebook import sqlite_path
+
+    path = sqlite_path(db_url)
+    if path is not None and not path.is_file():
+        raise ValueError(f"no gradebook at {path}: grade the class first "
                          "(or name the course directory with --course-dir, the database with --db)")
 
 

@@ -30,7 +30,8 @@ from grader.coursedir import CourseDir, database_of
 from grader.judge import Job, Pool, Verdict
 from grader.recording import feedback_and_export, nbgrader_api, record, zero_grades
 from grader.sandbox import Limits
-from grader.submissions import BadSubmission, grade_id_of, identify, identify_with_rule, read_notebook, repair
+from grader.submissions import (BadSubmission, grade_id_of, grade_ids, identify, identify_with_rule, read_notebook,
+                                repair)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the learner's own run
@@ -74,17 +75,12 @@ def _cell_error(outputs: list) -> str | None:
 def _other_chapter(nb: nbformat.NotebookNode, chapter: Chapter) -> str | None:
     """The chapter whose graded cells a notebook holds, when they are none of `chapter`'s."""
     ids = {grade_id_of(c) for c in nb.cells} - {None}
-    if not ids or ids & set(_test_ids(chapter)) or ids & _solution_ids(chapter):
+    if not ids or ids & grade_ids(chapter):
         return None
     for other in CHAPTERS:
-        if other != chapter and ids & (set(_test_ids(other)) | _solution_ids(other)):
+        if other != chapter and ids & grade_ids(other):
             return other.assignment
     return "an unknown notebook"
-
-
-def _solution_ids(chapter: Chapter) -> set[str]:
-    nb = nbformat.read(chapter.course_notebook, as_version=4)
-    return {c.metadata.nbgrader["grade_id"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
 
 
 def job_cells(nb: nbformat.NotebookNode, released: nbformat.NotebookNode, rerun_all: bool = False) -> list[dict]:

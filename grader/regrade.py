@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -117,10 +116,12 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
             timeout: int = 120, progress: bool = False, reason: str = "", db_url: str | None = None,
             limits=None, rerun_all: bool = False) -> list[dict]:
     """Grade the chapter's kept submissions again; record the run in the history; return the changes."""
+    from grader import gradebook
     from grader.coursedir import CourseDir
     from grader.grading import Submission, _load_specs, _release_all, feedback_and_export, grade_all, locked
     from grader.intake import submission_time
     from grader.judge import Pool
+    from grader.sandbox import Limits
 
     root = Path(course_dir).resolve()
     folders = sorted(p for p in (root / "submitted").glob(f"*/{chapter.assignment}") if p.is_dir())
@@ -130,28 +131,27 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
                               submitted_at=submission_time(f / chapter.notebook_name, f))
                    for f in folders]
     _keep_ungradable(root, chapter, submissions)
-    from grader.sandbox import Limits
-
     with Pool(jobs=jobs, timeout=timeout, limits=limits or Limits()) as pool, locked(root):
         pool.start()
         _load_specs([chapter])
         course = CourseDir(root, [chapter], db_url=db_url, timeout=timeout)
-        before = snapshot(course, chapter)
-        runs = _load_history(course, chapter)
-        run = len(runs) + 1
-        _autograded_copy(course, chapter, run)
-        released = _release_all(course, [chapter])
-        grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term)
-        regraded = snapshot(course, chapter)
-        kept = []
-        if never_lower:
-            for student, new in regraded.items():
-                if student in before and _total(new) < _total(before[student]):
-                    restore(course, chapter, student, before[student])
-                    kept.append(student)
-        after = snapshot(course, chapter)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with gradebook.shared(course.db_url) as book:  # as autograde: other graders may share the gradebook
+            before = snapshot(course, chapter)
+            runs = _load_history(course, chapter)
+            run = len(runs) + 1
+            _autograded_copy(course, chapter, run)
+            with book.releasing():
+                released = _release_all(course, [chapter])
+            grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
+                      book=book)
+            regraded = snapshot(course, chapter)
+            kept = []
+            if never_lower:
+                for student, new in regraded.items():
+                    if student in before and _total(new) < _total(before[student]):
+                        restore(course, chapter, student, before[student])
+                        kept.append(student)
+            after = snapshot(course, chapter)
             feedback_and_export(course, [chapter])
         rows = changes(before, regraded)  # what the regrade gave, the kept ones marked
         for row in rows:
@@ -182,9 +182,7 @@ def undo(course_dir: str | Path, chapter: Chapter, db_url: str | None = None) ->
             if student in now:
                 restore(course, chapter, student, kept)
         _autograded_copy(course, chapter, last["run"], back=True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            feedback_and_export(course, [chapter])
+        feedback_and_export(course, [chapter])
         last["undone"] = True
         _save_history(course, chapter, runs)
         return changes(now, snapshot(course, chapter))

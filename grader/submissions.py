@@ -50,7 +50,8 @@ def identify_with_rule(path: Path) -> tuple[Chapter, str | None]:
 
 
 @functools.cache
-def _grade_ids(chapter: Chapter) -> frozenset[str]:
+def grade_ids(chapter: Chapter) -> frozenset[str]:
+    """Every grade_id of the chapter's released notebook (its exercise and test cells)."""
     nb = nbformat.read(chapter.course_notebook, as_version=4)
     return frozenset(filter(None, (grade_id_of(c) for c in nb.cells)))
 
@@ -61,7 +62,7 @@ def chapter_of_cells(path: Path) -> Chapter | None:
         ids = {grade_id_of(c) for c in read_notebook(path).cells} - {None}
     except BadSubmission:
         return None
-    shared = sorted(((len(ids & _grade_ids(c)), c.number, c) for c in CHAPTERS), reverse=True)
+    shared = sorted(((len(ids & grade_ids(c)), c.number, c) for c in CHAPTERS), reverse=True)
     (best, _, chapter), (second, _, _) = shared[0], shared[1]
     return chapter if best and best > second else None
 

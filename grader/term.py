@@ -34,7 +34,7 @@ from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Float
 
 from grader.chapters import find_chapter
-from grader.intake import TIMESTAMP_FILE
+from grader.intake import TIMESTAMP_FILE, write_timestamp
 
 TERM_FILE = "term.toml"
 DAY = 86400.0
@@ -137,7 +137,7 @@ class Term:
             gb.grant_extension(assignment, sub.student)  # none: remove an earlier one
         stamp = course.root / "submitted" / sub.student / assignment / TIMESTAMP_FILE
         if sub.submitted_at:  # what nbgrader's autograde reads back into the gradebook
-            stamp.write_text(f"{_naive_utc(sub.submitted_at):%Y-%m-%d %H:%M:%S.%f} UTC")
+            write_timestamp(stamp, sub.submitted_at)
         else:
             stamp.unlink(missing_ok=True)
         note = self.lateness_note(sub.student, assignment, sub.submitted_at)
