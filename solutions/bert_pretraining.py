@@ -213,6 +213,10 @@ class BertForPretraining(nn.Module):
         mlm_logits = mlm_norm(gelu(mlm_transform(h))) @ embeddings.token.weight.T + mlm_bias;
         nsp_logits = nsp_head(tanh(pooler(h[:, 0]))), from the [CLS] position only.
         NSP class 0 means "b follows a" and class 1 "b is random", as in BERT's code.
+    In training mode dropout acts at four sites: the embeddings' output (BertEmbeddings' own), the
+    attention weights (inside self_attn), and dropout1 and dropout2 on every layer's sublayer outputs,
+    as in encode above. Apply each through its nn.Dropout module: the hidden tests swap each for a
+    fixed mask.
     Raises:
         ValueError if num_layers < 1, input_ids is not 2-dimensional, or segment_ids or
         attention_mask is not of shape (B, T).

@@ -18,7 +18,8 @@ class GPT(nn.Module):
         vocab_size: V; block_size: the most positions the model can see (its context);
         n_layer: how many blocks; n_head: H, must divide d_model; d_model: D;
         dropout: on the embeddings, on the attention weights and on each sublayer's output, in
-            training mode; in eval mode the logits are dropout-free.
+            training mode; in eval mode the logits are dropout-free. Apply every dropout through `drop`
+            (the hidden tests swap it for a fixed mask).
     Attributes (weights are loaded by these names):
         token_embedding: nn.Embedding(V, D), which is also the output layer (tied weights);
         position_embedding: nn.Embedding(block_size, D), one learned vector per position;
@@ -246,8 +247,9 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperatu
         use_cache=True gives exactly the tokens of use_cache=False.
     Raises:
         ValueError if idx is not 2-dimensional or max_new_tokens < 0.
-    Runs without gradients (torch.no_grad); leaves idx and the model's mode unchanged. Use your
-    sample_next_token.
+    Runs without gradients (torch.no_grad); leaves idx and the model's mode unchanged (a model in eval
+    mode stays in eval mode, one in training mode stays in training mode: do not call model.eval() or
+    model.train()). Use your sample_next_token.
     """
     ### BEGIN SOLUTION
     if idx.dim() != 2:

@@ -16,8 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import (Exercise, assert_raises_value_error, assert_tensor, documented_shapes, load_torch_attention,
-                         randn, seeded, seeded_by_name)
+from grader.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, documented_shapes,
+                         fix_dropout, load_torch_attention, randn, seeded, seeded_by_name)
 
 GELU_ROUTINES = ("torch.nn.functional.gelu",)
 ATTENTION_ROUTINES = (
@@ -619,6 +619,25 @@ def _(fn):
                              "position at random")
 
 
+@make_nsp_examples.check("documents of very different lengths (400, 1, 1, 98 sentences): each other document is "
+                         "drawn equally often, however many sentences it holds",
+                         states=("a document drawn uniformly from the others, then a sentence drawn uniformly from it",))
+def _(fn):
+    sizes = [400, 1, 1, 98]
+    negatives = [(origin(a)[0], origin(b)[0]) for a, b, is_next in
+                 checked_examples(fn, numbered_documents(sizes, 807), 808) if not is_next]
+    for da in (0, 3):
+        sources = [db for d, db in negatives if d == da]
+        expected = len(sources) / 3
+        for db in set(range(4)) - {da}:
+            if abs(sources.count(db) - expected) > 5 * math.sqrt(expected * 2 / 3) + 1:
+                raise AssertionError(
+                    f"for a in document {da}, {sources.count(db)} of {len(sources)} random sentences come from document "
+                    f"{db} ({sizes[db]} sentences); drawing the document first (uniformly among the 3 others), then a "
+                    f"sentence of it, gives about {expected:.0f} each. A sentence drawn uniformly from all the other "
+                    "documents' sentences favours long documents")
+
+
 @make_nsp_examples.check("one-sentence documents give no example but can supply random sentences",
                          states=("a document of n sentences gives n - 1 examples",
                                  "a document drawn uniformly from the others"))
@@ -832,6 +851,53 @@ def _(cls):
     b = m(ids, segments)[0].detach()
     if torch.equal(a, b):
         raise AssertionError("in training mode two calls gave identical logits: pass dropout to the encoder layers")
+
+
+DROPOUT_SITES = ("the embeddings' output", "the attention weights", "dropout1", "dropout2")
+
+
+def bert_train_oracle(state, input_ids, segment_ids, p, sites=DROPOUT_SITES):
+    """(mlm_logits, nsp_logits) in training mode, a FixedDropout(p) at each of `sites` (no padding)."""
+    drop = {site: FixedDropout(p) if site in sites else nn.Identity() for site in DROPOUT_SITES}
+    x = drop["the embeddings' output"](embeddings_oracle(state, input_ids, segment_ids, prefix="embeddings."))
+    (B, T, D), H = x.shape, BH_
+    for i in range(BN_):
+        pre = f"layers.{i}."
+        q, k, v = (F.linear(x, state[f"{pre}self_attn.W_{n}.weight"], state[f"{pre}self_attn.W_{n}.bias"])
+                   .view(B, T, H, D // H).transpose(1, 2) for n in "qkv")  # (B, H, T, Dh)
+        weights = drop["the attention weights"]((q @ k.transpose(-2, -1) / math.sqrt(D // H)).softmax(-1))
+        a = (weights @ v).transpose(1, 2).reshape(B, T, D)
+        a = F.linear(a, state[pre + "self_attn.W_o.weight"], state[pre + "self_attn.W_o.bias"])
+        x = F.layer_norm(x + drop["dropout1"](a), (D,), state[pre + "norm1.weight"], state[pre + "norm1.bias"], eps=EPS)
+        h = gelu_oracle(F.linear(x, state[pre + "ffn.linear1.weight"], state[pre + "ffn.linear1.bias"]))
+        h = F.linear(h, state[pre + "ffn.linear2.weight"], state[pre + "ffn.linear2.bias"])
+        x = F.layer_norm(x + drop["dropout2"](h), (D,), state[pre + "norm2.weight"], state[pre + "norm2.bias"], eps=EPS)
+    t = F.layer_norm(gelu_oracle(F.linear(x, state["mlm_transform.weight"], state["mlm_transform.bias"])), (D,),
+                     state["mlm_norm.weight"], state["mlm_norm.bias"], eps=EPS)
+    pooled = torch.tanh(F.linear(x[:, 0], state["pooler.weight"], state["pooler.bias"]))
+    return (t @ state["embeddings.token.weight"].T + state["mlm_bias"]).detach(), \
+        F.linear(pooled, state["nsp_head.weight"], state["nsp_head.bias"]).detach()
+
+
+@BertForPretraining.check("training mode, dropout=0.3, every nn.Dropout swapped for a fixed mask: dropout after the "
+                          "embeddings, on the attention weights, and dropout1 and dropout2 in every layer",
+                          states=("dropout acts at four sites", "dropout1 and dropout2 on every layer's sublayer outputs",
+                                  "the hidden tests swap each for a fixed mask"))
+def _(cls):
+    m, state = loaded_bert(cls, 875, dropout=0.3)
+    ids, segments = bert_inputs(2, 6, 876)
+    fix_dropout(m).train()
+    out = m(ids, segments)
+    try:
+        assert_bert_output(out, *bert_train_oracle(state, ids, segments, 0.3), "in training mode with fixed dropout masks")
+    except AssertionError:
+        for missing in [(site,) for site in DROPOUT_SITES] + [("dropout1", "dropout2")]:
+            without = bert_train_oracle(state, ids, segments, 0.3, [s for s in DROPOUT_SITES if s not in missing])
+            if torch.allclose(out[0].detach(), without[0], atol=1e-4):
+                raise AssertionError(f"training-mode logits match a model without dropout at {' and '.join(missing)}: "
+                                     "dropout acts at four sites (the embeddings' output, the attention weights, and "
+                                     "dropout1 and dropout2 in every layer)") from None
+        raise
 
 
 @BertForPretraining.check("bad arguments raise ValueError (num_layers=0, 1-D input_ids, segment_ids or attention_mask of another shape)",

@@ -18,7 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import Exercise, assert_raises_value_error, assert_tensor, randn, seeded, seeded_by_name
+from grader.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, fix_dropout, randn, seeded,
+                         seeded_by_name)
 
 ATTENTION_ROUTINES = (
     "torch.nn.functional.scaled_dot_product_attention",
@@ -146,12 +147,17 @@ def loaded_gpt(cls, seed, dropout=0.0, block=BLOCK_):
     return model.eval(), state
 
 
-def oracle_logits(state, idx, n_head=HEADS_, n_layer=LAYERS_):
-    """GPT-2's forward pass from torch routines: Pre-LN blocks, causal attention, tanh GELU, tied output."""
+GPT_DROPOUT_SITES = ("the embeddings", "the attention weights", "the attention output", "the feed-forward output")
+
+
+def oracle_logits(state, idx, n_head=HEADS_, n_layer=LAYERS_, drop=None):
+    """GPT-2's forward pass from torch routines: Pre-LN blocks, causal attention, tanh GELU, tied output.
+    `drop` maps dropout sites (GPT_DROPOUT_SITES) to the dropout applied there (none by default)."""
+    drop = {site: (drop or {}).get(site, nn.Identity()) for site in GPT_DROPOUT_SITES}
     W = state["token_embedding.weight"]
     B, T = idx.shape
     D = W.shape[1]
-    x = W[idx] + state["position_embedding.weight"][:T]
+    x = drop["the embeddings"](W[idx] + state["position_embedding.weight"][:T])
 
     def norm(h, name):
         return F.layer_norm(h, (D,), state[name + ".weight"], state[name + ".bias"], 1e-5)
@@ -163,9 +169,15 @@ def oracle_logits(state, idx, n_head=HEADS_, n_layer=LAYERS_):
         p = f"blocks.{i}."
         q, k, v = linear(norm(x, p + "ln_1"), p + "qkv").split(D, -1)
         q, k, v = (t.reshape(B, T, n_head, D // n_head).transpose(1, 2) for t in (q, k, v))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, D)
-        x = x + linear(a, p + "attn_out")
-        x = x + linear(F.gelu(linear(norm(x, p + "ln_2"), p + "mlp_in"), approximate="tanh"), p + "mlp_out")
+        if isinstance(drop["the attention weights"], nn.Identity):
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, Dh)
+        else:
+            scores = (q @ k.transpose(-2, -1) / math.sqrt(D // n_head)).masked_fill(
+                ~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+            a = drop["the attention weights"](scores.softmax(-1)) @ v
+        x = x + drop["the attention output"](linear(a.transpose(1, 2).reshape(B, T, D), p + "attn_out"))
+        x = x + drop["the feed-forward output"](
+            linear(F.gelu(linear(norm(x, p + "ln_2"), p + "mlp_in"), approximate="tanh"), p + "mlp_out"))
     return (norm(x, "ln_f") @ W.T).detach()
 
 
@@ -251,6 +263,28 @@ def _(cls):
     torch.manual_seed(842)
     if torch.allclose(model(idx).detach(), oracle_logits(state, idx), atol=1e-4):
         raise AssertionError("in train mode with dropout=0.5 the logits should differ from eval mode")
+
+
+@GPT.check("training mode, dropout=0.2, `drop` swapped for a fixed mask: dropout on the embeddings, on the attention "
+           "weights and on each sublayer's output",
+           states=("on the embeddings, on the attention weights and on each sublayer's output",
+                   "Apply every dropout through `drop`", "the hidden tests swap it for a fixed mask"))
+def _(cls):
+    model, state = loaded_gpt(cls, 845, dropout=0.2)
+    idx = token_ids(2, 6, 846)
+    fix_dropout(model).train()
+    logits = model(idx)
+    fixed = {site: FixedDropout(0.2) for site in GPT_DROPOUT_SITES}
+    try:
+        assert_tensor(logits, oracle_logits(state, idx, drop=fixed), atol=1e-5, what="training-mode logits (fixed masks)")
+    except AssertionError:
+        for missing in [(site,) for site in GPT_DROPOUT_SITES] + [GPT_DROPOUT_SITES[2:]]:
+            without = oracle_logits(state, idx, drop={k: d for k, d in fixed.items() if k not in missing})
+            if type(logits) is torch.Tensor and torch.allclose(logits.detach(), without, atol=1e-5):
+                raise AssertionError(f"training-mode logits match a GPT without dropout on {' and '.join(missing)}: "
+                                     "dropout acts on the embeddings, on the attention weights and on each sublayer's "
+                                     "output") from None
+        raise
 
 
 @GPT.check("use_cache=True returns (logits, cache): one (keys, values) pair per block, each (B, H, T, Dh)",
@@ -769,6 +803,20 @@ def _(fn):
         raise AssertionError("generate changed idx in place")
     if not model.training:
         raise AssertionError("generate switched the model to eval mode; leave its mode to the caller")
+
+
+@generate.check("the model's mode is left unchanged: a model in eval mode stays in eval mode, one in training mode "
+                "stays in training mode (with and without the cache)",
+                states=("a model in eval mode stays in eval mode, one in training mode stays in training mode",))
+def _(fn):
+    for training in (False, True):
+        model = WindowModel(seed=992).train(training)
+        for use_cache in (False, True):
+            fn(model, torch.tensor([[1, 2, 3]]), 3, generator=seeded(993), use_cache=use_cache)
+            if model.training != training:
+                raise AssertionError(f"a model in {'training' if training else 'eval'} mode left generate in "
+                                     f"{'training' if model.training else 'eval'} mode (use_cache={use_cache}): "
+                                     "leave the mode to the caller; do not call model.eval() or model.train()")
 
 
 @generate.check("ValueError for a 1-D idx and for max_new_tokens < 0",

@@ -563,6 +563,25 @@ def bert_pretraining_loss(mlm_logits, mlm_labels, nsp_logits, nsp_labels):
     nsp = F.cross_entropy(nsp_logits[:len(nsp_labels)], nsp_labels)
     return mlm + nsp, mlm, nsp
 '''),
+    # ---------------------------------------------------------------- issue 25: holes that kept full marks
+    Variant("make_nsp_examples", "the random sentence drawn uniformly over every sentence of the other documents "
+            "(long documents favoured)", _NSP_HEAD + '''
+    for d, doc in enumerate(documents):
+        others = [s for e, other in enumerate(documents) if e != d for s in other]
+        for i in range(len(doc) - 1):
+            if coin():
+                examples.append((doc[i], doc[i + 1], True))
+            else:
+                examples.append((doc[i], others[below(len(others))], False))
+    return examples
+'''),
+    Variant("BertForPretraining", "no residual dropouts: dropout1 and dropout2 never applied", _BERT_INIT
+            + _BERT_ENCODE.replace("layer.dropout1(layer.self_attn(x, x, x, keys)[0])", "layer.self_attn(x, x, x, keys)[0]")
+            .replace("layer.dropout2(layer.ffn.linear2(gelu(layer.ffn.linear1(x))))", "layer.ffn.linear2(gelu(layer.ffn.linear1(x)))")
+            + _BERT_FORWARD),
+    Variant("BertForPretraining", "dropout2 skipped on the feed-forward output", _BERT_INIT
+            + _BERT_ENCODE.replace("layer.dropout2(layer.ffn.linear2(gelu(layer.ffn.linear1(x))))", "layer.ffn.linear2(gelu(layer.ffn.linear1(x)))")
+            + _BERT_FORWARD),
 ]
 
 CORRECT = [

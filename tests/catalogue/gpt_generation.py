@@ -515,6 +515,39 @@ def bpe_encode(text, merges):
     Variant("bpe_decode", "unknown ids raise KeyError instead of ValueError", _mutate(
         _DECODE, ("    for i in ids:\n        if i not in vocab:\n"
                   "            raise ValueError(f\"unknown id {i}\")\n", ""))),
+    # ---------------------------------------------------------------- issue 25: holes that kept full marks
+    Variant("GPT", "no dropout on the attention weights (embeddings and sublayer outputs only)", _mutate(
+        _GPT, ("weights = self.drop(F.softmax(scores, dim=-1))", "weights = F.softmax(scores, dim=-1)"))),
+    Variant("GPT", "no dropout on the sublayer outputs (embeddings and attention weights only)", _mutate(
+        _GPT, ("x = x + self.drop(a)", "x = x + a"),
+        ("x = x + self.drop(block.mlp_out(", "x = x + (block.mlp_out("))),
+    Variant("generate", "switches the model to eval, then back to train at the end (an eval model leaves in train)",
+            _mutate(_GENERATE, ("    with torch.no_grad():\n", "    model.eval()\n    with torch.no_grad():\n"),
+                    ("    return idx\n", "    model.train()\n    return idx\n"))),
+    Variant("next_token_targets", "converts to int64 with .long() (an int32 idx comes back int64)", '''
+def next_token_targets(idx):
+    if idx.dim() != 2 or idx.shape[1] < 2:
+        raise ValueError("idx should be (B, T) with T >= 2")
+    return idx[:, :-1].long(), idx[:, 1:].long()
+'''),
+    Variant("top_k_filter", "the k-th value as values[:, -1], a (B,) vector: RuntimeError against (B, V)", '''
+def top_k_filter(logits, k):
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    if k >= logits.shape[-1]:
+        return logits.clone()
+    kth = torch.topk(logits, k, dim=-1).values[:, -1]
+    return logits.masked_fill(logits < kth, float("-inf"))
+'''),
+    Variant("top_k_filter", "the k-th value as values[:, -1:] (right for (B, V) only)", '''
+def top_k_filter(logits, k):
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    if k >= logits.shape[-1]:
+        return logits.clone()
+    kth = torch.topk(logits, k, dim=-1).values[:, -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+'''),
 ]
 
 CORRECT = [

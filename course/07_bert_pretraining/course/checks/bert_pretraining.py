@@ -13,8 +13,8 @@ import math
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, expect_tensor, expect_value_error, fail, name_wave,
-                           passed)
+from course.checks import (avoid_library_call, close, diagnose, dropout_calls, expect_tensor, expect_value_error, fail,
+                           name_wave, passed)
 
 
 def fill(module: nn.Module) -> None:
@@ -204,6 +204,10 @@ def check_make_nsp_examples(fn) -> None:
         fail("is_next should be a Python bool (True or False), e.g. torch.rand(()).item() < 0.5")
     if len(examples) != 23:
         fail(f"got {len(examples)} examples; a document of n sentences gives n - 1 (here 5 + 3 + 6 + 4 + 0 + 5 = 23)")
+    follows = [divmod(list(b)[0], 100) == (list(a)[0] // 100, list(a)[0] % 100 + 1) for a, b, _ in examples]
+    if examples and all(f != n for f, (_, _, n) in zip(follows, examples)):
+        fail("is_next is inverted: it is True when b is a random sentence and False when b is the next sentence. "
+             "is_next should be True exactly when b is the sentence right after a")
     for a, b, is_next in examples:
         da, ja = divmod(list(a)[0], 100)
         db, jb = divmod(list(b)[0], 100)
@@ -248,6 +252,14 @@ NSP_MISTAKES = {
     "the pooler is dense + tanh: nsp_head(torch.tanh(pooler(h[:, 0])))":
         [[-0.503299, -0.095753], [-0.503341, -0.098199]],
 }
+BERT_DROPOUTS = {
+    "embeddings.dropout": "BertEmbeddings drops its output",
+    "layers.0.self_attn.dropout": "self_attn drops the attention weights (build EncoderLayer(..., dropout))",
+    "layers.0.dropout1": "x = norm1(x + dropout1(attention output))",
+    "layers.0.dropout2": "x = norm2(x + dropout2(feed-forward output))",
+}
+
+
 def check_BertForPretraining(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "TransformerEncoderLayer"),
                        "build the model from MultiHeadAttention and the chapter 05 pieces; the grader gives zero to "
@@ -292,6 +304,11 @@ def check_BertForPretraining(cls) -> None:
         hidden = model.encode(MODEL_IDS, MODEL_SEGMENTS, MODEL_MASK)
         expect_tensor(hidden, (2, 6, D), "model.encode(...)")
     expect_value_error(model, MODEL_IDS, MODEL_SEGMENTS[:, :4], what="segment_ids of another shape")
+    ran = {name for name, _ in dropout_calls(cls(V, D, 2, 1, 6, max_len=8, dropout=0.1), MODEL_IDS, MODEL_SEGMENTS)}
+    for name, site in BERT_DROPOUTS.items():
+        if name not in ran:
+            fail(f"in training mode `{name}` never ran: dropout acts at four sites, and {site}. Apply each through "
+                 "its nn.Dropout module (the hidden tests check every site)")
     passed("BertForPretraining")
 
 

@@ -25,14 +25,15 @@ import torch
 
 
 class CheckFailed(AssertionError):
-    """A public check failed; the message says which mistake the output matches."""
+    """A public check failed; the message says which mistake the output matches. Shown as the message
+    alone: the frames would be the check's own code, which the learner did not write."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows these lines instead of a traceback
+        return [f"{type(self).__name__}: {self}"]
 
 
 class NotWrittenYet(CheckFailed):
     """The exercise still raises NotImplementedError; shown as one line, without a traceback."""
-
-    def _render_traceback_(self) -> list[str]:  # IPython shows these lines instead of a traceback
-        return [f"{type(self).__name__}: {self}"]
 
 
 def _unwritten_part(err: BaseException) -> str | None:
@@ -153,6 +154,23 @@ def expect_dropouts(layer: torch.nn.Module, p: float, names: tuple[str, ...]) ->
         if found.get(name) != p:
             fail(f"`{name}` should be an nn.Dropout with p = dropout = {p}: build every part with the layer's "
                  f"dropout (MultiHeadAttention(d_model, num_heads, dropout), ...); your dropouts: {found}")
+
+
+def dropout_calls(model: torch.nn.Module, *args: Any) -> list[tuple[str, int]]:
+    """(module name, input dimensions) of every nn.Dropout call during one training-mode forward
+    pass `model(*args)`; the model's mode is restored afterwards."""
+    calls: list[tuple[str, int]] = []
+    hooks = [module.register_forward_pre_hook(lambda _, inputs, name=name: calls.append((name, inputs[0].dim())))
+             for name, module in model.named_modules() if isinstance(module, torch.nn.Dropout)]
+    was_training = model.training
+    try:
+        with torch.no_grad():
+            model.train()(*args)
+    finally:
+        for hook in hooks:
+            hook.remove()
+        model.train(was_training)
+    return calls
 
 
 def expect_pair(result: Any, what: str) -> tuple[Any, Any]:

@@ -11,7 +11,7 @@ import zlib
 
 import torch
 
-from course.checks import avoid_library_call, expect_tensor, expect_value_error, fail, passed
+from course.checks import avoid_library_call, dropout_calls, expect_tensor, expect_value_error, fail, passed
 
 NEG = float("-inf")
 
@@ -135,6 +135,13 @@ def check_GPT(cls) -> None:
             fail("two tokens fed at once with a cache give other logits than the full pass: the causal mask must "
                  "be shifted by the cache length S, so query t sees keys 0..S+t (torch.ones(T, S + T).tril(S))")
     expect_value_error(model, torch.zeros(1, 9, dtype=torch.long), what="a sequence longer than block_size")
+    shapes = [dims for _, dims in dropout_calls(cls(7, 8, 2, 2, 8, dropout=0.1), GPT_IDX)]
+    if shapes.count(4) != 2:
+        fail(f"in training mode `drop` ran on the attention weights {shapes.count(4)} times for 2 blocks: apply it to "
+             "the softmax weights before they multiply v, once per block (the hidden tests check every site)")
+    if shapes.count(3) != 5:
+        fail(f"in training mode `drop` ran on (B, T, D) tensors {shapes.count(3)} times; expected 5 for 2 blocks: once "
+             "on the embeddings and on each sublayer's output, x = x + drop(attn_out(...)), x = x + drop(mlp_out(...))")
     passed("GPT")
 
 
@@ -152,6 +159,11 @@ def check_next_token_targets(fn) -> None:
         fail("you sliced the batch axis: slice the time axis, idx[:, :-1] and idx[:, 1:]")
     if not (_equal(inputs, idx[:, :-1]) and _equal(targets, idx[:, 1:])):
         fail(f"expected inputs {idx[:, :-1].tolist()} and targets {idx[:, 1:].tolist()}")
+    small = fn(idx.to(torch.int32))
+    dtypes = [getattr(t, "dtype", None) for t in small] if isinstance(small, tuple) else [None]
+    if any(d != torch.int32 for d in dtypes):
+        fail(f"an int32 idx gave (inputs, targets) of dtype {dtypes}: both keep idx's dtype (slice idx itself; "
+             "no .long(), no torch.tensor(...))")
     expect_value_error(fn, torch.tensor([[5], [6]]), what="a sequence of one token (nothing to predict)")
     passed("next_token_targets")
 
@@ -177,7 +189,12 @@ def check_apply_temperature(fn) -> None:
 def check_top_k_filter(fn) -> None:
     logits = torch.tensor([[1.0, 3.0, 1.0, 0.0, 1.0, -2.0], [0.0, -1.0, 5.0, 4.0, 2.0, 3.0]])
     before = logits.clone()
-    out = fn(logits, 2)
+    try:
+        out = fn(logits, 2)
+    except RuntimeError as err:
+        fail(f"top_k_filter(logits of shape (2, 6), 2) raised RuntimeError ({str(err)[:90]}): keep each row's k-th "
+             "largest value as a column that broadcasts against the row, torch.topk(logits, k, dim=-1).values[..., -1:] "
+             "(shape (..., 1); the ... works for any number of leading axes)")
     expected = torch.tensor([[1.0, 3.0, 1.0, NEG, 1.0, NEG], [NEG, NEG, 5.0, 4.0, NEG, NEG]])
     if not torch.equal(logits, before):
         fail("top_k_filter changed its input: build a new tensor (masked_fill, not masked_fill_ or indexing =)")
@@ -190,6 +207,13 @@ def check_top_k_filter(fn) -> None:
                  "for the whole batch breaks rows on another scale")
         fail(f"top_k_filter(logits, 2) should be {expected.tolist()}, got "
              f"{out.tolist() if type(out) is torch.Tensor else out}")
+    try:
+        stacked = fn(torch.stack([logits, logits.flip(0)]), 2)  # (2, 2, 6): every row of every batch on its own
+    except RuntimeError as err:
+        stacked = err
+    if not _equal(stacked, torch.stack([expected, expected.flip(0)])):
+        fail("logits of shape (2, 2, 6) were not filtered row by row: take the k-th largest along the LAST axis "
+             "and keep every leading axis, torch.topk(logits, k, dim=-1).values[..., -1:] (not [:, -1:])")
     if not _equal(fn(logits, 10), before):
         fail("k >= V should keep every token (torch.topk raises for k > V: check k first)")
     expect_value_error(fn, logits, 0, what="k = 0")
@@ -287,12 +311,14 @@ class _Window(torch.nn.Module):
         self.current = (a * 5 + v * 2 + a * v) % 7 * 0.5
         self.place = (a[:4] * 4 + v * 3) % 5 * 0.35
         self.calls = []
+        self.grad_enabled = set()
 
     def forward(self, idx, cache=None, use_cache=False):
         S = 0 if cache is None else cache.shape[1]
         self.calls.append((idx.shape[1], S))
+        self.grad_enabled.add(torch.is_grad_enabled())
         if S + idx.shape[1] > self.block_size:
-            raise ValueError(f"{S} cached + {idx.shape[1]} new tokens do not fit in block_size 4")
+            raise _TooLong(f"{S} cached + {idx.shape[1]} new tokens do not fit in block_size 4", S)
         window = idx if cache is None else torch.cat([cache, idx], 1)
         logits = self.first[window[:, :1]] + self.current[window[:, S:]] + self.place[S:window.shape[1]]
         return (logits, window) if use_cache else logits
@@ -302,9 +328,30 @@ _GEN_PROMPT = torch.tensor([[1, 2], [4, 0]])
 _GEN_GREEDY = [[1, 2, 4, 1, 4, 2, 4, 1], [4, 0, 1, 2, 4, 3, 1, 2]]
 
 
+class _TooLong(ValueError):
+    """The check's model was asked to see more than block_size tokens."""
+
+    def __init__(self, message: str, cached: int):
+        super().__init__(message)
+        self.cached = cached
+
+
+def _generating(fn, model, *args, **kwargs):
+    """fn(model, ...), with the check model's own ValueError turned into the mistake behind it."""
+    try:
+        return fn(model, *args, **kwargs)
+    except _TooLong as err:
+        if err.cached:
+            fail(f"the model got {err}: the cache was never restarted. When the cache plus the new token would not "
+                 "fit in block_size, start a new cache from the last block_size tokens (learned positions cannot "
+                 "slide)")
+        fail(f"the model got {err}: the model may see at most block_size tokens; feed idx[:, -block_size:], the "
+             "LAST block_size tokens")
+
+
 def check_generate(fn) -> None:
     model = _Window()
-    out = fn(model, _GEN_PROMPT, 6, temperature=0)
+    out = _generating(fn, model, _GEN_PROMPT, 6, temperature=0)
     expect_tensor(out, (2, 8), "generate(model, idx (2, 2), 6, temperature=0)")
     if out.tolist() != _GEN_GREEDY:
         if any(t > 4 for t, _ in model.calls) or not out[:, :2].equal(_GEN_PROMPT):
@@ -312,7 +359,7 @@ def check_generate(fn) -> None:
         fail(f"greedy generation should give {_GEN_GREEDY}, got {out.tolist()}: at each step take the logits of "
              "the LAST position, logits[:, -1], and append the chosen token")
     model = _Window()
-    cached = fn(model, _GEN_PROMPT, 6, temperature=0, use_cache=True)
+    cached = _generating(fn, model, _GEN_PROMPT, 6, temperature=0, use_cache=True)
     if type(cached) is not torch.Tensor or cached.tolist() != _GEN_GREEDY:
         fail("use_cache=True should give exactly the tokens of use_cache=False")
     if model.calls != [(2, 0), (1, 2), (1, 3), (4, 0), (4, 0), (4, 0)]:
@@ -324,6 +371,15 @@ def check_generate(fn) -> None:
     if type(a) is not torch.Tensor or not torch.equal(a, b):
         fail("sampling with the same seed should give the same tokens with and without the cache: pass the "
              "generator to sample_next_token")
+    if model.grad_enabled != {False}:
+        fail("the model ran with gradients enabled: wrap the loop in `with torch.no_grad():` (generation never "
+             "trains, and recording the graph costs memory at every step)")
+    for mode in ("eval", "train"):
+        getattr(model, mode)()
+        fn(model, _GEN_PROMPT, 2, temperature=0)
+        if model.training != (mode == "train"):
+            fail(f"a model in {mode} mode left generate in {'train' if model.training else 'eval'} mode: leave the "
+                 "model's mode to the caller (no model.eval() or model.train() inside generate)")
     expect_value_error(fn, _Window(), torch.tensor([1, 2]), 3, what="a 1-dimensional idx")
     passed("generate")
 
