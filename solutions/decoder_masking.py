@@ -207,7 +207,8 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, start_id: i
     Raises:
         ValueError if src is not 2-dimensional or max_len < 1.
     Run the model under torch.no_grad: generation tracks no gradients. The caller puts the model in
-    eval() mode first; calling model.eval() here as well does no harm.
+    eval mode first; calling model.eval() here as well does no harm, but never switch it to training
+    mode: the model decodes in eval mode and is left in eval mode.
     """
     ### BEGIN SOLUTION
     if src.dim() != 2:

@@ -17,8 +17,9 @@ class RMSNorm(nn.Module):
         eps: added to the mean square INSIDE the square root.
     Attributes:
         weight: nn.Parameter (D,), initialised to ones. No bias.
-    forward(x (..., D)) -> (..., D), x's dtype (float64 stays float64, as after module.double()):
-        x / sqrt(mean(x**2 over the last axis) + eps) * weight.
+    forward(x (..., D)) -> (..., D), x's dtype (float64 stays float64, as after module.double(), and
+        bfloat16 stays bfloat16, as after module.to(torch.bfloat16); computing in float32 inside is
+        fine if you cast back to x's dtype): x / sqrt(mean(x**2 over the last axis) + eps) * weight.
         No mean is subtracted (that is LayerNorm's job, not RMSNorm's).
     Raises:
         ValueError in forward if x's last size is not D.
@@ -162,7 +163,9 @@ class GroupedQueryAttention(nn.Module):
     Attributes:
         W_q: nn.Linear(D, H*Dh, bias=False); W_k, W_v: nn.Linear(D, Hkv*Dh, bias=False);
         W_o: nn.Linear(H*Dh, D, bias=False);
-        cos, sin: rope_frequencies(Dh, max_len, rope_base), registered as buffers (persistent=False).
+        cos, sin: rope_frequencies(Dh, max_len, rope_base), registered as buffers (persistent=False):
+            buffers follow the module to another device (.to('cuda')), and persistent=False keeps
+            them out of the state_dict (they follow from max_len and rope_base).
     forward(x (B, T, D)) -> (B, T, D): q, k, v from x; RoPE (positions 0 .. T-1) on q and k, never
         on v; query head j uses kv head j // (H / Hkv); causal softmax(q k^T / sqrt(Dh)) v per head;
         the heads merged and projected by W_o.

@@ -525,15 +525,18 @@ class ChainModel(nn.Module):
         self.scale = nn.Parameter(torch.ones(()))  # makes the memory require grad unless no_grad is on
         self.encode_calls = self.decode_calls = 0
         self.grad_enabled = set()
+        self.modes = set()  # "train" or "eval", as seen by each call
 
     def encode(self, src):
         self.encode_calls += 1
         self.grad_enabled.add(torch.is_grad_enabled())
+        self.modes.add("train" if self.training else "eval")
         return src.float()[..., None] * 0.5 * self.scale  # (B, S, 1)
 
     def decode(self, tgt, memory, src):
         self.decode_calls += 1
         self.grad_enabled.add(torch.is_grad_enabled())
+        self.modes.add("train" if self.training else "eval")
         if memory.shape[:2] != src.shape:
             raise AssertionError("decode should get the memory that encode(src) returned")
         B, t = tgt.shape
@@ -609,6 +612,17 @@ def _(fn):
     if model.grad_enabled != {False}:
         raise AssertionError("gradients were enabled while the model ran: wrap the loop in `with torch.no_grad():` "
                              "(generation never trains, and tracking gradients costs memory at every step)")
+
+
+@greedy_decode.check("a model in eval mode decodes in eval mode and is left in eval mode (never switched to training mode)",
+                     states=("never switch it to training mode", "the model decodes in eval mode and is left in eval mode"))
+def _(fn):
+    model = ChainModel(CHAINS).eval()
+    fn(model, torch.tensor([[3, 4, 5], [5, 6, 0], [7, 0, 0]]), 12, 1, 2)
+    if model.modes != {"eval"} or model.training:
+        raise AssertionError(f"the model, handed over in eval mode, ran encode/decode in {sorted(model.modes)} mode and "
+                             f"was left in {'training' if model.training else 'eval'} mode: decoding never switches the "
+                             "model to training mode (dropout would then make every step random)")
 
 
 @greedy_decode.check("other start and end ids (start 3, end 0)")

@@ -160,6 +160,19 @@ def exact_parameters(module, want: dict) -> None:
         raise AssertionError(f"wrong shapes {wrong}; expected {({k: want[k] for k in wrong})}")
 
 
+def on_meta(get) -> bool:
+    """Whether the tensor `get()` gives lives on the meta device: device handling is checked without a GPU.
+    A meta tensor holds no data, so one that the learner's code gives cannot be copied out of the
+    sandbox (NotImplementedError "... meta tensor ..."); in the kernel it comes back as it is."""
+    try:
+        value = get()
+    except NotImplementedError as err:
+        if "meta tensor" in str(err):
+            return True
+        raise
+    return type(value) is torch.Tensor and value.device.type == "meta"
+
+
 # ---------------------------------------------------------------- RMSNorm
 RMSNorm = Exercise("RMSNorm", points=2, forbidden=RMSNORM_ROUTINES)
 
@@ -221,6 +234,15 @@ def _(cls):
     x64 = randn(7, 4, seed=911).double()
     expected = (x64 / torch.sqrt((x64 ** 2).mean(-1, keepdim=True) + 1e-6) * weight.double()).detach()
     assert_tensor(m.double()(x64), expected, atol=1e-12, what="RMSNorm in float64")
+
+
+@RMSNorm.check("bfloat16 in gives bfloat16 out (after module.to(torch.bfloat16)), with the values of the formula",
+               states=("x's dtype", "bfloat16 stays bfloat16", "cast back to x's dtype"))
+def _(cls):
+    m, weight = loaded_norm(cls, 8, 1e-6, 916)
+    x = randn(2, 3, 8, seed=917).to(torch.bfloat16)
+    expected = rms_oracle(x.float(), weight.to(torch.bfloat16).float(), 1e-6).detach().to(torch.bfloat16)
+    assert_tensor(m.to(torch.bfloat16)(x), expected, atol=0.05, rtol=0.02, what="RMSNorm in bfloat16")
 
 
 @RMSNorm.check("the gradient reaches x and weight as nn.RMSNorm's does")
@@ -523,6 +545,29 @@ def _(cls):
                   what="GroupedQueryAttention(..., rope_base=50)(x)")
 
 
+@GroupedQueryAttention.check("cos and sin are buffers: they follow the module to another device (.to('meta') here)",
+                             states=("registered as buffers",))
+def _(cls):
+    m = cls(16, 4, 2, 8)
+    buffers = {name for name, _ in m.named_buffers()}
+    missing = [name for name in ("cos", "sin") if name not in buffers]
+    if missing:
+        raise AssertionError(f"{missing} are not buffers of the module (its buffers: {sorted(buffers)}): a plain tensor "
+                             "attribute stays behind when the model moves (.to('cuda')); use self.register_buffer")
+    m.to(torch.device("meta"))
+    if not (on_meta(lambda: m.cos) and on_meta(lambda: m.sin)):
+        raise AssertionError("after module.to('meta'), cos and sin are still on the cpu: register them as buffers")
+
+
+@GroupedQueryAttention.check("cos and sin stay out of the state_dict (persistent=False: they are recomputed, not saved)",
+                             states=("registered as buffers (persistent=False)",))
+def _(cls):
+    saved = [name for name in cls(16, 4, 2, 8).state_dict() if name in ("cos", "sin")]
+    if saved:
+        raise AssertionError(f"{saved} are in the state_dict: register them with persistent=False, so that a "
+                             "checkpoint holds only the weights (the tables follow from max_len and rope_base)")
+
+
 @GroupedQueryAttention.check("bad sizes raise ValueError: D % H, H % Hkv, T > max_len, x not (B, T, D)",
                              states=("ValueError in __init__ if D % H, H % Hkv or Dh is odd",
                                      "in forward if x is not (B, T, D) or T > max_len"))
@@ -673,6 +718,14 @@ def _(fn):
     if type(m) is not torch.Tensor or m.device.type != "cpu":
         raise AssertionError("sliding_window_mask(3, 2, device=cpu) should be a tensor on the cpu")
     assert_tensor(m, window_oracle(3, 2), atol=0, rtol=0, what="sliding_window_mask(3, 2, device=cpu)")
+
+
+@sliding_window_mask.check("device='meta' gives a mask on the meta device (the device argument is used)",
+                           states=("device: where to create the mask",))
+def _(fn):
+    if not on_meta(lambda: fn(4, 2, device=torch.device("meta"))):
+        raise AssertionError("sliding_window_mask(4, 2, device='meta') did not create the mask on the meta device: "
+                             "pass device to the tensors you create (torch.arange(T, device=device))")
 
 
 @sliding_window_mask.check("window < 1 or T < 1 raises ValueError", states=("ValueError if T < 1 or window < 1",))

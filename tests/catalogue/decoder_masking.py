@@ -407,6 +407,19 @@ def noam_learning_rate(step, d_model, warmup_steps, factor=1.0):''' + _NOAM_CHEC
         raise ValueError("step counts from 1")
     return factor * d_model ** 0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 '''),
+    # ---------------------------------------------------------------- issue 25: holes that kept full marks
+    Variant("greedy_decode", "puts the model in training mode before decoding", _GREEDY_HEAD + '''
+    model.train()
+    with torch.no_grad():
+        memory = model.encode(src)
+        out = torch.full((src.shape[0], 1), start_id, dtype=torch.long)
+        done = torch.zeros(src.shape[0], dtype=torch.bool)
+        while out.shape[1] < max_len and not done.all():
+            nxt = model.decode(out, memory, src)[:, -1].argmax(-1).masked_fill(done, end_id)
+            out = torch.cat([out, nxt[:, None]], dim=1)
+            done |= nxt == end_id
+    return out
+'''),
 ]
 
 CORRECT = [

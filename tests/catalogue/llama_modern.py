@@ -54,6 +54,21 @@ class GroupedQueryAttention(nn.Module):
             raise ValueError("x should be (B, T, D) with T <= max_len")
 '''
 
+
+_GQA_FORWARD = '''
+    def forward(self, x):
+        self._check(x)
+        B, T, D = x.shape
+        q = split_heads(self.W_q(x), self.num_heads)
+        k = split_heads(self.W_k(x), self.num_kv_heads)
+        v = split_heads(self.W_v(x), self.num_kv_heads)
+        q, k = apply_rope(q, self.cos, self.sin), apply_rope(k, self.cos, self.sin)
+        n = self.num_heads // self.num_kv_heads
+        k, v = repeat_kv(k, n), repeat_kv(v, n)
+        out, _ = scaled_dot_product_attention(q, k, v, causal_mask(T, x.device))
+        return self.W_o(merge_heads(out))
+'''
+
 _BLOCK_INIT = '''
 class LlamaBlock(nn.Module):
     def __init__(self, d_model, num_heads, num_kv_heads, d_hidden, max_len, rope_base=10000.0, eps=1e-6):
@@ -493,6 +508,40 @@ def sliding_window_mask(T, window, device=None):
     probs = router_logits.softmax(-1)
     counts = F.one_hot(probs.topk(top_k, dim=-1).indices, E).sum((0, 1)).float()
     return E * (counts * probs.mean(0)).sum()
+'''),
+    # ---------------------------------------------------------------- issue 25: holes that kept full marks
+    Variant("RMSNorm", "computed in float32 and never cast back: bfloat16 in, float32 out", _RMS_INIT + '''
+    def forward(self, x):
+        if x.shape[-1] != self.weight.shape[0]:
+            raise ValueError("wrong size")
+        h = x.float() if x.dtype != torch.float64 else x
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+'''),
+    Variant("GroupedQueryAttention", "RoPE tables kept as plain attributes (they stay behind on .to(device))",
+            _GQA_INIT.replace('        self.register_buffer("cos", cos, persistent=False)\n'
+                              '        self.register_buffer("sin", sin, persistent=False)\n',
+                              '        self.cos, self.sin = cos, sin\n') + _GQA_FORWARD),
+    Variant("GroupedQueryAttention", "RoPE tables registered as persistent buffers (they land in the state_dict)",
+            _GQA_INIT.replace(", persistent=False)", ")") + _GQA_FORWARD),
+    Variant("sliding_window_mask", "ignores its device argument", '''
+def sliding_window_mask(T, window, device=None):
+    if T < 1 or window < 1:
+        raise ValueError("T and window must be at least 1")
+    t = torch.arange(T)
+    d = t[:, None] - t[None, :]
+    return (d >= 0) & (d < window)
+'''),
+    Variant("RMSNorm", "calls F.rms_norm", _RMS_INIT + '''
+    def forward(self, x):
+        if x.shape[-1] != self.weight.shape[0]:
+            raise ValueError("wrong size")
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+'''),
+    Variant("LlamaBlock", "nn.RMSNorm for the two norms", _BLOCK_INIT.replace("RMSNorm(d_model, eps)", "nn.RMSNorm(d_model, eps)")
+            + '''
+    def forward(self, x):
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.ffn(self.ffn_norm(x))
 '''),
 ]
 

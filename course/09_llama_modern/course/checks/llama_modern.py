@@ -66,6 +66,10 @@ def check_RMSNorm(cls) -> None:
         "the weight is missing: multiply by self.weight": RMS_NO_WEIGHT,
     }, "RMSNorm(4) with weight [1, 0.5, -1, 2] on two rows (row 1 is tiny)")
     expect_value_error(norm, torch.ones(2, 5), what="an input whose last size is not d_model")
+    half = norm.to(torch.bfloat16)(NORM_X.to(torch.bfloat16))
+    if getattr(half, "dtype", None) != torch.bfloat16:
+        fail(f"a bfloat16 input (module.to(torch.bfloat16)) gave {getattr(half, 'dtype', type(half).__name__)} out: "
+             "return x's dtype (computing in float32 inside is fine; cast the result back with .to(x.dtype))")
     passed("RMSNorm")
 
 
@@ -184,12 +188,23 @@ def check_GroupedQueryAttention(cls) -> None:
                 GQA_ROPE_Q_ONLY,
         }, "the first 4 output features, with fixed weights")
     expect_value_error(cls, 16, 4, 3, 8, what="num_heads=4 with num_kv_heads=3")
+    buffers = {name for name, _ in attn.named_buffers()}
+    if not {"cos", "sin"} <= buffers:
+        fail("cos and sin are not buffers of the module: a plain tensor attribute stays on the cpu when the model "
+             "moves (model.to('cuda')); use self.register_buffer('cos', cos, persistent=False)")
+    if {"cos", "sin"} & set(attn.state_dict()):
+        fail("cos and sin are in the state_dict: register them with persistent=False (they follow from max_len and "
+             "rope_base, so a checkpoint need not hold them)")
     passed("GroupedQueryAttention")
 
 
 # ---------------------------------------------------------------- LlamaBlock
 
 def check_LlamaBlock(cls) -> None:
+    avoid_library_call(cls, ("RMSNorm", "rms_norm", "scaled_dot_product_attention", "MultiheadAttention",
+                             "multi_head_attention_forward"),
+                       "build the block from your RMSNorm, GroupedQueryAttention and SwiGLUFeedForward; the grader "
+                       "gives zero to a LlamaBlock that calls nn.RMSNorm, F.rms_norm or PyTorch's attention")
     block = cls(16, 4, 2, 24, 8)
     want = {"attn_norm.weight": (16,), "ffn_norm.weight": (16,), "attn.W_q.weight": (16, 16),
             "attn.W_k.weight": (8, 16), "attn.W_v.weight": (8, 16), "attn.W_o.weight": (16, 16),
@@ -207,6 +222,12 @@ def check_LlamaBlock(cls) -> None:
             "attention residual: x = x + attn(attn_norm(x)); x = x + ffn(ffn_norm(x))": BLOCK_PARALLEL,
             "a residual connection is missing around the feed-forward block: x + ffn(ffn_norm(x))": BLOCK_NO_FFN_RES,
         }, "the first 4 output features, with fixed weights")
+        for setting, value in (("eps", 10.0), ("rope_base", 30.0)):
+            other = cls(16, 4, 2, 24, 8, **{setting: value})
+            set_params(other)
+            if close(other(SEQ), out, atol=1e-6):
+                fail(f"LlamaBlock(..., {setting}={value}) gives the output of the default {setting}: pass {setting} on "
+                     "(RMSNorm(D, eps) for both norms, GroupedQueryAttention(..., max_len, rope_base))")
     passed("LlamaBlock")
 
 
@@ -246,6 +267,10 @@ def check_sliding_window_mask(fn) -> None:
         fail(f"sliding_window_mask(5, 2) should be True where 0 <= t - s < 2; got {m.int().tolist()}")
     if not torch.equal(fn(4, 10), torch.ones(4, 4, dtype=torch.bool).tril()):
         fail("a window at least as long as the sequence gives the ordinary causal mask")
+    on_meta = fn(3, 2, device=torch.device("meta"))
+    if getattr(on_meta, "device", None) != torch.device("meta"):
+        fail("sliding_window_mask(3, 2, device='meta') is not on the meta device: create the mask on `device` "
+             "(torch.arange(T, device=device)), so it lands where the model runs")
     expect_value_error(fn, 5, 0, what="window = 0")
     passed("sliding_window_mask")
 
@@ -279,6 +304,13 @@ def check_MoEFeedForward(cls) -> None:
             "the routing weights come from the softmax over ALL experts (then top-k, then renormalise), not from "
             "the raw logits": MOE_RAW_LOGITS,
         }, "the first 3 output features, with fixed weights")
+    out, _ = moe(MOE_X)
+    (out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum().backward()
+    grad = moe.router.weight.grad
+    if grad is None or not grad.abs().sum() > 0:
+        fail("no gradient reached router.weight through the output: the routing weights (softmax, top-k, divided by "
+             "their sum) must stay differentiable, or the router never learns. No .detach(), no torch.no_grad, "
+             "no .item() or .tolist() on them")
     expect_value_error(cls, 8, 6, 4, 5, what="top_k = 5 with 4 experts")
     passed("MoEFeedForward")
 

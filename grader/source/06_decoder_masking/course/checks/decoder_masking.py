@@ -237,13 +237,16 @@ class _ChainModel(torch.nn.Module):
         super().__init__()
         self.nxt, self.V = torch.tensor(nxt), V
         self.encode_calls = self.decode_calls = 0
+        self.trained = False  # did any call run in training mode?
 
     def encode(self, src):
         self.encode_calls += 1
+        self.trained |= self.training
         return src.float()[..., None]
 
     def decode(self, tgt, memory, src):
         self.decode_calls += 1
+        self.trained |= self.training
         B, t = tgt.shape
         want = self.nxt[torch.arange(B)[:, None], tgt]  # (B, t)
         logits = torch.zeros(B, t, self.V)
@@ -259,13 +262,16 @@ _EXPECTED = [[1, 4, 2, 2, 2], [1, 5, 3, 7, 2]]
 
 
 def check_greedy_decode(fn) -> None:
-    model = _ChainModel(_CHAINS)
+    model = _ChainModel(_CHAINS).eval()
     out = fn(model, torch.tensor([[3, 4], [5, 6]]), 10, 1, 2)
     if type(out) is not torch.Tensor or out.dim() != 2 or out.shape[0] != 2:
         fail(f"greedy_decode should return a (B, L) tensor of ids; got {type(out).__name__} "
              f"{tuple(out.shape) if type(out) is torch.Tensor else ''}")
     rows = out.tolist()
     if rows == _EXPECTED:
+        if model.trained or model.training:
+            fail("the model, handed over in eval mode, was switched to training mode: never call model.train() "
+                 "while decoding (dropout would make every step random)")
         if model.encode_calls != 1:
             fail(f"model.encode was called {model.encode_calls} times: encode the source once, "
                  "before the loop, and reuse the memory at every step")
