@@ -272,19 +272,8 @@ def repeat_kv(x, n_rep):
     return x.repeat_interleave(n_rep, dim=1)
 '''),
     # ---------------------------------------------------------------- GroupedQueryAttention
-    Variant("GroupedQueryAttention", "kv heads tiled with .repeat (query head j uses kv head j % Hkv)", _GQA_INIT + '''
-    def forward(self, x):
-        self._check(x)
-        B, T, D = x.shape
-        q = split_heads(self.W_q(x), self.num_heads)
-        k = split_heads(self.W_k(x), self.num_kv_heads)
-        v = split_heads(self.W_v(x), self.num_kv_heads)
-        q, k = apply_rope(q, self.cos, self.sin), apply_rope(k, self.cos, self.sin)
-        n = self.num_heads // self.num_kv_heads
-        k, v = k.repeat(1, n, 1, 1), v.repeat(1, n, 1, 1)
-        out, _ = scaled_dot_product_attention(q, k, v, causal_mask(T))
-        return self.W_o(merge_heads(out))
-'''),
+    Variant("GroupedQueryAttention", "kv heads tiled with .repeat (query head j uses kv head j % Hkv)", _GQA_INIT
+            + _GQA_FORWARD.replace("repeat_kv(k, n), repeat_kv(v, n)", "k.repeat(1, n, 1, 1), v.repeat(1, n, 1, 1)")),
     Variant("GroupedQueryAttention", "RoPE applied to v as well", _GQA_INIT + '''
     def forward(self, x):
         self._check(x)
