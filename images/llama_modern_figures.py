@@ -132,17 +132,21 @@ def gqa_heads() -> plt.Figure:
 
 
 def sparse_patterns(T: int = 16) -> plt.Figure:
-    """The attention patterns of the notes (full, local, strided, sliding window + global) and their cost."""
+    """Sparse attention patterns (full, local, strided, sliding window, + global tokens) and their cost."""
     t = torch.arange(T)
     distance = t[:, None] - t[None, :]
     causal = distance >= 0
-    window, stride = 4, 4
+    window, side, stride, num_global = 4, 3, 4, 2
+    sliding = causal & (distance < window)
     patterns = {
         "full causal (2017, GPT)": causal,
-        f"local band, width {window}\n(each side; Longformer-style)": distance.abs() < window,
+        f"local band, {side} keys each side\n(encoder; Longformer-style)": distance.abs() <= side,
         f"strided, every {stride}th key\n(Sparse Transformer head)": causal & (distance % stride == 0),
-        f"sliding window W = {window}\n(Mistral)": causal & (distance < window),
-        "sliding window + 2 global tokens\n(Longformer)": (distance.abs() < window) | (t[:, None] < 2) | (t[None, :] < 2),
+        f"sliding window W = {window}\n(Mistral)": sliding,
+        # Causal like the panel before it: a global key is seen by every later query, and a global
+        # query (rows 0-1) still sees only the keys before it.
+        f"sliding window W = {window} + {num_global} global\ntokens (causal; Longformer's idea)":
+            sliding | (causal & (t[None, :] < num_global)),
     }
     fig, axes = plt.subplots(1, len(patterns), figsize=(14, 3.4))
     for ax, (title, mask) in zip(axes, patterns.items()):
