@@ -28,7 +28,8 @@ class GPT(nn.Module):
             that order; attn_out: nn.Linear(D, D); ln_2: LayerNorm(D);
             mlp_in: nn.Linear(D, 4D); mlp_out: nn.Linear(4D, D);
         ln_f: LayerNorm(D), the final norm; drop: nn.Dropout(dropout).
-        Initialise as GPT-2 does: Linear and Embedding weights from N(0, 0.02^2), biases 0.
+        Initialise as Hugging Face's GPT-2 does, less its residual scaling: Linear and Embedding
+        weights from N(0, 0.02^2), biases 0.
     forward(idx (B, T), cache=None, use_cache=False):
         x = drop(token_embedding(idx) + position_embedding(positions))                 (B, T, D)
         for each block (Pre-LN):

@@ -342,7 +342,7 @@ class MoEFeedForward(nn.Module):
 
 
 def load_balancing_loss(router_logits: torch.Tensor, top_k: int) -> torch.Tensor:
-    """The auxiliary loss of Switch Transformer and Mixtral that pushes the router to spread tokens.
+    """Switch Transformer's auxiliary loss (Hugging Face's Mixtral adds it), which pushes the router to spread tokens.
 
     Args:
         router_logits: (N, E), one row per token.
