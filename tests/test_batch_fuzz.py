@@ -4,7 +4,8 @@ Hundreds of chapter-02 notebooks (the release with the reference answers), each 
 given the wrong type, removed, made huge or broken (seeded, so a failure replays), are staged one
 by one: staging never raises, and what it leaves is a notebook of the release's shape with a reason
 for what was set right or refused. A smaller class of them is then autograded as one batch with
-honest classmates, whose rows must stay exact; every fuzzed learner gets a row and a note.
+honest classmates, whose rows must stay exact; every fuzzed learner gets a row and a note (one of
+them with a forged timestamp.txt: graded, its time unknown).
 """
 from __future__ import annotations
 
@@ -200,9 +201,11 @@ def test_a_fuzzed_class_is_graded_as_one_batch(tmp_path):
         nb = learner()
         change(nb)
         files[name] = to_text(nb).encode()
+    files["bad-timestamp"] = files["honest-reference"]
     for name, content in files.items():
         (inbox / name).mkdir(parents=True)
         (inbox / name / CHAPTER.notebook_name).write_bytes(content)
+    (inbox / "bad-timestamp" / "timestamp.txt").write_bytes(b"\xff yesterday, honest")  # the exchange's file, forged
     summary = autograde_class(inbox, tmp_path / "course", jobs=2, timeout=20, chapters=[CHAPTER], progress=False,
                               limits=Limits(memory_mb=1024))
     with Gradebook(f"sqlite:///{tmp_path / 'course' / 'gradebook.db'}") as gb:
@@ -214,5 +217,6 @@ def test_a_fuzzed_class_is_graded_as_one_batch(tmp_path):
         assert 0.0 <= score <= FULL
         assert any(line.startswith("note:") and f"/{name}/" in line for line in summary.splitlines()), (name, summary)
     assert rows["list-grade-id"] == rows["nbgrader-a-list"] == rows["schema-99-ordinary"] == FULL, summary
+    assert rows["bad-timestamp"] == FULL and "not an nbgrader timestamp" in summary, summary
     feedback = tmp_path / "course" / "feedback" / "saved-images" / CHAPTER.assignment
     assert sum(f.stat().st_size for f in feedback.glob("*.html")) < SAVED_BYTES * 1.4 + 2 ** 20
