@@ -220,3 +220,21 @@ def test_a_fuzzed_class_is_graded_as_one_batch(tmp_path):
     assert rows["bad-timestamp"] == FULL and "not an nbgrader timestamp" in summary, summary
     feedback = tmp_path / "course" / "feedback" / "saved-images" / CHAPTER.assignment
     assert sum(f.stat().st_size for f in feedback.glob("*.html")) < SAVED_BYTES * 1.4 + 2 ** 20
+
+
+def test_a_huge_cell_is_not_parsed_by_the_grader(tmp_path, release, monkeypatch):
+    """An 8 MB code cell (under the file limit) took 54 s and 4.7 GB to parse in the grading process
+    when staging looked for cells to leave out; a cell that long always runs, unparsed."""
+    import ast
+
+    parsed, parse = [], ast.parse
+    monkeypatch.setattr(ast, "parse", lambda source, *a, **k: parsed.append(len(source)) or parse(source, *a, **k))
+    nb = samples.reference(CHAPTER)
+    nb.cells.append(nbformat.v4.new_code_cell("x = 1\n" * 1_000_000))
+    path = tmp_path / "long" / CHAPTER.notebook_name
+    path.parent.mkdir()
+    nbformat.write(nb, path)
+    sub = Submission(path, "long")
+    stage(SimpleNamespace(root=tmp_path), sub, {CHAPTER.assignment: release})
+    assert sub.error is None and sub.cells[-1]["kind"] == "code"
+    assert parsed and max(parsed) <= 100_000
