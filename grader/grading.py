@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import fcntl
+import json
 import re
 import sys
 import tempfile
@@ -30,11 +31,16 @@ from grader.coursedir import CourseDir, database_of
 from grader.judge import Job, Pool, Verdict
 from grader.recording import feedback_and_export, nbgrader_api, record, zero_grades
 from grader.sandbox import Limits
-from grader.submissions import (BadSubmission, grade_id_of, grade_ids, identify, identify_with_rule, read_notebook,
-                                repair)
+from grader.submissions import (BadSubmission, grade_id_of, grade_ids, identify, identify_with_rule,
+                                read_learner_notebook, repair)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the learner's own run
+# Bytes (as JSON) of the learner's own saved outputs and markdown attachments kept, per notebook
+# (feedback shows them for cells left out of the grading run): a full run of the largest chapter
+# saves under 1 MB of figures and text in all.
+SAVED_BYTES = 4 * 2 ** 20
+DROPPED = "[{size:.1f} MB of saved outputs dropped: over the grader's limit of {limit:g} MB per notebook]\n"
 
 
 @dataclass
@@ -47,6 +53,7 @@ class Submission:
     cells: list[dict] = field(default_factory=list)
     verdict: Verdict | None = None
     submitted_at: datetime | None = None  # from the exchange or the LMS; None when unknown
+    set_aside: bool = False  # another notebook of this learner and chapter is graded instead
 
     @property
     def key(self) -> str:
@@ -117,37 +124,88 @@ def job_cells(nb: nbformat.NotebookNode, released: nbformat.NotebookNode, rerun_
     return cells
 
 
+@contextlib.contextmanager
+def one_submission(submission: Submission, step: str):
+    """The per-submission boundary of a batch: whatever goes wrong while `step` (staging, recording)
+    handles this learner's file becomes this submission's error, which grade_all records as its zero
+    with the reason; the batch goes on. A BadSubmission's text is the reason as it stands."""
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - one submission never stops the batch
+        if isinstance(err, BadSubmission):
+            reason = str(err)
+        else:
+            first = str(err).splitlines()[0][:200] if str(err) else ""
+            reason = f"the grader could not {step} this notebook ({type(err).__name__}: {first})"
+        submission.error = submission.error or reason
+
+
 def stage(course: CourseDir, submission: Submission, released: dict[str, nbformat.NotebookNode],
           rerun_all: bool = False) -> None:
     """Copy a repaired submission into submitted/<student>/<assignment>/. One that cannot be graded
     is staged as the released notebook with the reason, so the gradebook records zero, not an old score."""
-    if submission.error:  # set aside before grading (a second notebook of one chapter): nothing to stage
+    if submission.set_aside:  # a second notebook of one chapter: nothing to stage
         return
-    try:
+    with one_submission(submission, "identify"):
         submission.chapter, rule = identify_with_rule(submission.path)
-    except BadSubmission as err:
-        submission.error = str(err)
+        if rule:
+            submission.notes.append(rule)
+    if submission.chapter is None:
         return
-    if rule:
-        submission.notes.append(rule)
-    chapter = submission.chapter
-    release = released[chapter.assignment]
-    try:
-        if not submission.path.is_file():
-            raise BadSubmission(f"{submission.path}: no such file")
-        nb = read_notebook(submission.path)
-        other = _other_chapter(nb, chapter)
-        if other:
-            raise BadSubmission(f"{submission.path.name} holds the cells of {other}, not of {chapter.assignment}")
-        nb, repairs = repair(nb, release)
-        submission.notes += repairs
-    except BadSubmission as err:
-        submission.error = str(err)
+    release = released[submission.chapter.assignment]
+    if not submission.error:
+        with one_submission(submission, "read"):
+            nb = _learner_notebook(submission, release)
+            submission.notes += bound_saved_outputs(nb)
+            submission.cells = job_cells(nb, release, rerun_all)
+    if submission.error:
         nb = copy.deepcopy(release)
-    submission.cells = job_cells(nb, release, rerun_all)
-    target = course.root / "submitted" / submission.student / chapter.assignment
+        submission.cells = job_cells(nb, release, rerun_all)
+    _write_staged(course, submission, nb)
+
+
+def _learner_notebook(submission: Submission, release: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The submission read (its shape checked: grader.submissions) and repaired against the release."""
+    path, chapter = submission.path, submission.chapter
+    if not path.is_file():
+        raise BadSubmission(f"{path}: no such file")
+    nb, notes = read_learner_notebook(path)
+    other = _other_chapter(nb, chapter)
+    if other:
+        raise BadSubmission(f"{path.name} holds the cells of {other}, not of {chapter.assignment}")
+    nb, repairs = repair(nb, release)
+    submission.notes += notes + repairs
+    return nb
+
+
+def bound_saved_outputs(nb: nbformat.NotebookNode) -> list[str]:
+    """Keep at most SAVED_BYTES of the outputs and markdown attachments the learner saved (feedback
+    shows them for cells left out of the grading run), in notebook order; each cell's beyond that is
+    replaced by a line saying so, so memory, the staged copy and the feedback file stay bounded."""
+    budget, dropped = SAVED_BYTES, 0
+    for cell in nb.cells:
+        for key in ("outputs", "attachments"):
+            if not cell.get(key):
+                continue
+            size = len(json.dumps(cell[key]))
+            if size <= budget:
+                budget -= size
+                continue
+            dropped += size
+            if key == "attachments":
+                del cell[key]
+            else:
+                cell[key] = [nbformat.v4.new_output("stream", name="stdout", text=DROPPED.format(
+                    size=size / 2 ** 20, limit=SAVED_BYTES / 2 ** 20))]
+    if not dropped:
+        return []
+    return [DROPPED.format(size=dropped / 2 ** 20, limit=SAVED_BYTES / 2 ** 20).strip()]
+
+
+def _write_staged(course: CourseDir, submission: Submission, nb: nbformat.NotebookNode) -> None:
+    target = course.root / "submitted" / submission.student / submission.chapter.assignment
     target.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, target / chapter.notebook_name)
+    nbformat.write(nb, target / submission.chapter.notebook_name)
 
 
 def result_of(course: CourseDir, submission: Submission) -> dict:
@@ -204,7 +262,7 @@ def _chapters_of(submissions: list[Submission]) -> list[Chapter]:
     for sub in submissions:
         try:
             chapter = identify(sub.path)
-        except BadSubmission:
+        except Exception:  # noqa: BLE001 - staging says why, for this submission alone
             continue
         if chapter not in chapters:
             chapters.append(chapter)
@@ -245,10 +303,15 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
     def recorded(sub: Submission, verdict: Verdict | None) -> None:
         sub.verdict = verdict
         with book.recording(sub.student):
-            try:
-                record(course, api, sub)
-            except Exception as err:  # noqa: BLE001 - one submission never stops the batch
-                sub.error = f"could not record the grade: {type(err).__name__}: {err}"
+            with one_submission(sub, "record the grade of"):
+                return record(course, api, sub)
+            # nbgrader could not record the learner's notebook: the release is recorded instead, a zero
+            # with the reason (a row, where zeroing an old one could find none)
+            with one_submission(sub, "record even a zero for"):
+                sub.verdict, sub.cells = None, job_cells(released[sub.chapter.assignment], released[sub.chapter.assignment])
+                _write_staged(course, sub, released[sub.chapter.assignment])
+                return record(course, api, sub)
+            with one_submission(sub, "zero the grade of"):
                 zero_grades(course, sub)
 
     for sub in staged:

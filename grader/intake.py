@@ -25,8 +25,13 @@ ORIGINALS = "originals"
 
 
 def read_timestamp(path: Path) -> datetime:
-    """nbgrader's `timestamp.txt` ("2026-11-23 14:05:09.123456 UTC"), as an aware datetime."""
-    text = path.read_text().strip()
+    """nbgrader's `timestamp.txt` ("2026-11-23 14:05:09.123456 UTC"), as an aware datetime. The file
+    comes with the learner's submission: only its first bytes are read, and anything else is a ValueError."""
+    try:
+        with path.open("rb") as handle:
+            text = handle.read(100).decode().strip()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not an nbgrader timestamp ({type(err).__name__})") from None
     for suffix, fmt in ((" UTC", "%Y-%m-%d %H:%M:%S.%f"), (" UTC", "%Y-%m-%d %H:%M:%S"), ("", "%Y-%m-%d %H:%M:%S.%f%z")):
         try:
             stamp = datetime.strptime(text.removesuffix(suffix), fmt)
@@ -53,6 +58,19 @@ def submission_time(notebook: Path, student_dir: Path) -> datetime | None:
         folder = folder.parent
 
 
+def submission(notebook: Path, student_dir: Path, student: str | None = None) -> Submission:
+    """One learner's notebook (`student`: default, the folder's name) and its time; an unreadable
+    timestamp.txt leaves the time unknown (graded as on time, as with none: grader.term) and says why,
+    never stopping the batch."""
+    student = student or student_dir.name
+    try:
+        return Submission(notebook, student, submitted_at=submission_time(notebook, student_dir))
+    except ValueError as err:
+        found = Submission(notebook, student)
+        found.notes.append(f"{err}: submission time unknown")
+        return found
+
+
 def _notebooks(student: Path) -> list[Path]:
     return [p for p in sorted(student.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts]
 
@@ -62,7 +80,7 @@ def find_submissions(folder: str | Path) -> list[Submission]:
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"{folder} is not a folder of student folders")
-    return [Submission(path, student.name, submitted_at=submission_time(path, student))
+    return [submission(path, student)
             for student in sorted(p for p in folder.iterdir() if p.is_dir()) for path in _notebooks(student)]
 
 
@@ -85,8 +103,8 @@ def gather(source: str | Path, course_dir: str | Path, pattern: str | None = Non
 
 def _exchange_key(folder: Path) -> str | None:
     """What tells one exchange submission from the next: its timestamp and secret, as collected."""
-    parts = [(folder / name).read_text() for name in (TIMESTAMP_FILE, SECRET_FILE) if (folder / name).is_file()]
-    return "\n".join(parts) if parts else None
+    parts = [(folder / name).read_bytes()[:4096] for name in (TIMESTAMP_FILE, SECRET_FILE) if (folder / name).is_file()]
+    return repr(parts) if parts else None
 
 
 def keep_originals(root: Path) -> tuple[list[Submission], list[str]]:
@@ -106,5 +124,5 @@ def keep_originals(root: Path) -> tuple[list[Submission], list[str]]:
             notes.append(f"note: {folder} has no {TIMESTAMP_FILE}: graded the notebook kept at {kept} on the first run "
                          f"(delete that folder to grade what is in submitted/ now)")
         student = kept.parent
-        found += [Submission(path, student.name, submitted_at=submission_time(path, student)) for path in _notebooks(kept)]
+        found += [submission(path, student) for path in _notebooks(kept)]
     return found, notes

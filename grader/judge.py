@@ -217,15 +217,12 @@ def _clean_outputs(outputs) -> list:
     return clean
 
 
-SAVED_LIMIT = 4 * 1024 * 1024  # bytes of the learner's own saved outputs kept for one cell that was not re-run
 NOT_RERUN = "[not re-run while grading: no score depends on this cell; {what}]\n"
 
 
 def saved_outputs(saved) -> list:
     """A cell the grading run left out (grader.skipping): the outputs the learner saved, and a note."""
-    outputs = _clean_outputs(saved)
-    if len(json.dumps(outputs)) > SAVED_LIMIT:
-        outputs = []
+    outputs = _clean_outputs(saved)  # bounded when staged (grader.grading.bound_saved_outputs)
     what = "the outputs below are from your own run" if outputs else "your notebook saved no outputs for it"
     return [nbformat.v4.new_output("stream", name="stdout", text=NOT_RERUN.format(what=what)), *outputs]
 

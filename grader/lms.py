@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.grading import Submission
+from grader.submissions import MAX_NOTEBOOK_MB
 
 CANVAS = re.compile(r"^(?P<student>[^_/]+?)(?P<late>_(?:LATE|late))?_(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>[^/]+)$")
 MOODLE = re.compile(r"^(?P<student>[^/]+?)_(?P<user>\d+)_assignsubmission_file[_/](?P<file>[^/]+)$")
@@ -105,7 +106,11 @@ def _files(source: Path, into: Path) -> dict[str, Path]:
             if info.is_dir() or any(marker in info.filename for marker in IGNORED):
                 continue
             target = into / str(index)  # never a path taken from the archive
-            target.write_bytes(archive.read(info))
+            with target.open("wb") as out:
+                if info.file_size > MAX_NOTEBOOK_MB * 2 ** 20:  # never inflated: a sparse file of its size,
+                    out.truncate(info.file_size)  # which staging refuses with the reason, by size alone
+                else:
+                    shutil.copyfileobj(archive.open(info), out)
             files[info.filename] = target
     return files
 
@@ -126,7 +131,11 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[lis
         if not files:
             raise ValueError(f"{source}: the LMS download holds no files")
         for number, (name, path) in enumerate(files.items()):
-            upload = match(name, regex)
+            try:
+                upload = match(name, regex)
+            except ValueError as err:  # one file's name, never the whole download
+                notes.append(f"unmatched: {err}")
+                continue
             if upload is None or "/" in upload.student or upload.student in (".", ".."):
                 notes.append(f"unmatched: {name}: the name carries no learner "
                              f"({'--pattern' if regex else 'neither the Canvas nor the Moodle pattern'} does not match)")

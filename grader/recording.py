@@ -114,7 +114,8 @@ def zero_grades(course: CourseDir, submission: Submission) -> None:
 
 
 def record(course: CourseDir, api, submission: Submission) -> None:
-    """nbgrader's autograde of one staged submission, the verdict standing in for execution."""
+    """nbgrader's autograde of one staged submission, the verdict standing in for execution; raises
+    BadSubmission with nbgrader's reason when nbgrader could not autograde it."""
     chapter = submission.chapter
     verdict = submission.verdict or Verdict(error=submission.error or "not graded")
     if submission.error:
@@ -126,11 +127,12 @@ def record(course: CourseDir, api, submission: Submission) -> None:
             outcome = api.autograde(chapter.assignment, submission.student, force=True, create=True)
     finally:
         VERDICTS.pop((submission.student, chapter.assignment), None)
-    if not outcome.get("success"):
+    if not outcome.get("success"):  # grader.grading then records the release with this reason
+        from grader.submissions import BadSubmission
+
         last = [ln for ln in (outcome.get("error") or "").strip().splitlines() if ln.strip()]
-        submission.error = "nbgrader autograde failed: " + (last[-1] if last else "no reason given")
-        zero_grades(course, submission)
-    elif verdict.error and not submission.error:
+        raise BadSubmission("nbgrader autograde failed: " + (last[-1][:300] if last else "no reason given"))
+    if verdict.error and not submission.error:
         submission.error = verdict.error
 
 

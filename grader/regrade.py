@@ -118,8 +118,8 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
     """Grade the chapter's kept submissions again; record the run in the history; return the changes."""
     from grader import gradebook
     from grader.coursedir import CourseDir
-    from grader.grading import Submission, _load_specs, _release_all, feedback_and_export, grade_all, locked
-    from grader.intake import submission_time
+    from grader.grading import _load_specs, _release_all, feedback_and_export, grade_all, locked
+    from grader.intake import submission
     from grader.judge import Pool
     from grader.sandbox import Limits
 
@@ -127,9 +127,7 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
     folders = sorted(p for p in (root / "submitted").glob(f"*/{chapter.assignment}") if p.is_dir())
     if not folders:
         raise ValueError(f"{root}: no submissions of {chapter.assignment} under submitted/ to grade again")
-    submissions = [Submission(f / chapter.notebook_name, f.parent.name,
-                              submitted_at=submission_time(f / chapter.notebook_name, f))
-                   for f in folders]
+    submissions = [submission(f / chapter.notebook_name, f, f.parent.name) for f in folders]
     _keep_ungradable(root, chapter, submissions)
     with Pool(jobs=jobs, timeout=timeout, limits=limits or Limits()) as pool, locked(root):
         pool.start()

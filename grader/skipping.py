@@ -44,6 +44,11 @@ GLOBAL_CALLS = frozenset({
 })
 
 
+# The longest code cell of any chapter is about 4,000 characters; parsing a learner's cell of many
+# megabytes would take the trusted process's memory, and such a cell always runs anyway.
+MAX_ANALYSED = 100_000
+
+
 @dataclass
 class Facts:
     """What one cell binds, reads and may change, from its syntax alone."""
@@ -218,6 +223,9 @@ def _global_reads(table: symtable.SymbolTable, now: set[str], later: set[str], d
 def facts(source: str) -> Facts:
     """The facts of one code cell; a cell that is not plain Python is unsafe (it always runs)."""
     result = Facts()
+    if len(source) > MAX_ANALYSED:
+        result.unsafe = f"over {MAX_ANALYSED} characters (not analysed)"
+        return result
     try:
         tree = ast.parse(source)
         _Scan(result).visit(tree)

@@ -4,11 +4,18 @@ nbgrader aborts a batch on a duplicated grade_id (#1083) and cannot grade a dele
 so before autograde each submission is matched to the released notebook: graded cells it lost
 come back from the release, duplicates and unknown ids become ordinary cells. nbgrader itself
 then restores the content of every test cell from the gradebook.
+
+A learner's file is hostile JSON, so its shape is checked once, where it is read (`read_learner_notebook`):
+a file over MAX_NOTEBOOK_MB is refused before it is parsed, the rest must be an nbformat-4 notebook
+by its schema, and nbgrader metadata the schema leaves free (grade_id, flags, points) must have the
+types nbgrader writes; a cell whose nbgrader metadata does not is graded as an ordinary cell (and
+`repair` restores the release's graded cell). Every later reader can then trust those types.
 """
 from __future__ import annotations
 
 import copy
 import functools
+import math
 import re
 from pathlib import Path
 
@@ -67,19 +74,61 @@ def chapter_of_cells(path: Path) -> Chapter | None:
     return chapter if best and best > second else None
 
 
+# The largest chapter notebook saved with every figure of a full run is under 1 MB (measured: 0.35 to
+# 0.9 MB, tests/test_batch_fuzz.py keeps the figure honest); 20 MB leaves room for a learner's own
+# plots while bounding what parsing a file costs (about eight times its size in memory).
+MAX_NOTEBOOK_MB = 20
+GRADE_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")  # nbgrader's own rule for a grade_id, and a sane length
+FLAGS = ("grade", "solution", "locked", "task")
+
+
 def read_notebook(path: Path) -> nbformat.NotebookNode:
+    return read_learner_notebook(path)[0]
+
+
+def read_learner_notebook(path: Path, max_mb: float = MAX_NOTEBOOK_MB) -> tuple[nbformat.NotebookNode, list[str]]:
+    """A learner's notebook, its shape checked (see the module docstring), and what was set right."""
+    size = path.stat().st_size if path.is_file() else 0
+    if size > max_mb * 2 ** 20:
+        raise BadSubmission(f"{path.name}: the notebook is {size / 2 ** 20:.1f} MB, over the limit of {max_mb:g} MB")
     try:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
     except Exception as err:  # noqa: BLE001 - every way a file can fail to be a notebook
         raise BadSubmission(f"{path.name} is not a readable Jupyter notebook: "
-                            f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    return nb
+                            f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}") from None
+    notes = []
+    for index, cell in enumerate(nb.cells):
+        problem = nbgrader_problem(cell.metadata.get("nbgrader"))
+        if problem:
+            del cell.metadata["nbgrader"]
+            notes.append(f"cell {index + 1}: its nbgrader metadata {problem}: graded as an ordinary cell")
+    return nb, notes
+
+
+def nbgrader_problem(meta) -> str | None:
+    """What is wrong with a cell's nbgrader metadata (None: nothing, or it has none)."""
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        return f"is a {type(meta).__name__}, not an object"
+    grade_id = meta.get("grade_id")
+    if not isinstance(grade_id, str) or not GRADE_ID.fullmatch(grade_id):
+        return f"has a grade_id that is not a short name ({type(grade_id).__name__} {repr(grade_id)[:40]})"
+    wrong = [k for k in FLAGS if k in meta and not isinstance(meta[k], bool)]
+    points = meta.get("points", 0)
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or not math.isfinite(points) or points < 0:
+        wrong.append("points")
+    if not isinstance(meta.get("schema_version", 3), int) or not isinstance(meta.get("checksum", ""), str):
+        wrong.append("schema_version or checksum")
+    return f"has {', '.join(wrong)} of the wrong type" if wrong else None
 
 
 def grade_id_of(cell) -> str | None:
-    meta = cell.get("metadata", {}).get("nbgrader")
-    return meta.get("grade_id") if isinstance(meta, dict) else None
+    """A cell's grade_id; None for an ordinary cell, and for one whose grade_id is not a name."""
+    meta = cell.get("metadata", {}).get("nbgrader") if isinstance(cell, dict) else None
+    grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+    return grade_id if isinstance(grade_id, str) else None
 
 
 _grade_id = grade_id_of
@@ -159,5 +208,6 @@ def set_aside_duplicates(submissions: list) -> None:
         chosen.notes.append(f"{len(group)} notebooks of {assignment} from {student}: graded {chosen.path.name} "
                             f"({why}); not graded: {', '.join(s.path.name for s in others)}")
         for sub in others:
+            sub.set_aside = True
             sub.error = (f"not graded: {student} handed in {len(group)} notebooks of {assignment}; "
                          f"{chosen.path.name} was graded instead ({why})")
