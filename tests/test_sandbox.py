@@ -1,0 +1,224 @@
+"""The sandboxed child's confinement (grader.sandbox, grader.memcg) and the pool's bounds on one
+submission (grader.judge): what a learner cell can see, signal, hold and cost. Each test runs plain
+code cells through the real pool: fork server, fork, namespaces, limits, seccomp."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import judge, memcg, samples
+from grader.chapters import REPO, find_chapter
+from grader.judge import Job, Pool
+from grader.sandbox import Limits, clean_environment, server_environment, stop_fork_server
+
+CHAPTER = find_chapter("02")
+
+
+def namespaces_work() -> bool:
+    return subprocess.run(["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount", "--mount-proc",
+                           "true"], capture_output=True).returncode == 0 if shutil.which("unshare") else False
+
+
+needs_namespaces = pytest.mark.skipif(sys.platform != "linux" or not namespaces_work(),
+                                      reason="no user and PID namespaces on this machine")
+
+
+def run_cells(tmp_path, *sources: str, timeout: float = 10, **limits) -> judge.Verdict:
+    release = tmp_path / "release"
+    release.mkdir(exist_ok=True)
+    (release / "given.txt").write_text("from the release folder")
+    with Pool(jobs=1, timeout=timeout, limits=Limits(**{"memory_mb": 1024, **limits})) as pool:
+        return pool.judge(Job("someone/02", CHAPTER, [{"kind": "code", "source": s} for s in sources], release))
+
+
+def printed(verdict: judge.Verdict, index: int = 0) -> str:
+    return "".join(o.get("text", "") + o.get("evalue", "") for o in verdict.cells[index]["outputs"])
+
+
+@needs_namespaces
+def test_the_child_sees_only_itself_in_a_fresh_read_only_proc(tmp_path):
+    verdict = run_cells(tmp_path, """
+import os
+print(sorted(p for p in os.listdir('/proc') if p.isdigit()), os.getpid(), os.getppid())
+print([line for line in open('/proc/mounts') if ' /proc ' in line])
+print(open('given.txt').read())""")
+    text = printed(verdict)
+    assert "['1'] 1 0" in text, text  # PID 1 of its own namespace; its parent is not in it
+    assert "proc /proc proc ro,nosuid,nodev,noexec" in text, text
+    assert "from the release folder" in text
+    assert verdict.error is None and verdict.missing == []
+
+
+@needs_namespaces
+def test_the_child_cannot_signal_the_grader_or_anything_else(tmp_path):
+    verdict = run_cells(tmp_path, f"""
+import os, signal
+for target in ({os.getpid()}, {os.getppid()}):
+    try:
+        os.kill(target, 0)
+        print('reached', target)
+    except ProcessLookupError:
+        print('not found', target)
+try:
+    os.kill(-1, signal.SIGKILL)  # every process it may signal: none but itself, which is spared
+except ProcessLookupError:
+    print('nothing to kill')
+os.killpg(0, signal.SIGKILL)  # its own process group: itself, PID 1, which ignores it
+print('still here')""")
+    text = printed(verdict)
+    assert "reached" not in text and text.count("not found") == 2, text
+    assert "nothing to kill\nstill here" in text, text
+
+
+def test_the_fork_server_starts_with_no_secret(tmp_path, monkeypatch):
+    assert server_environment({"PATH": "/bin", "PGPASSWORD": "x", "DATABASE_URL": "postgresql://u:p@h/db",
+                               "LC_ALL": "C", "PYTHONPATH": "/src", "AWS_SECRET_ACCESS_KEY": "k"}) == \
+        {"PATH": "/bin", "LC_ALL": "C", "PYTHONPATH": "/src"}
+    stop_fork_server()  # a fresh one, started while this process holds the secret
+    monkeypatch.setenv("PGPASSWORD", "hunter2-in-the-graders-environment")
+    verdict = run_cells(tmp_path, """
+import os
+print('hunter2' in repr(dict(os.environ)), 'hunter2' in open('/proc/self/environ').read())
+print(sorted(os.environ))""")
+    stop_fork_server()
+    text = printed(verdict)
+    assert text.startswith("False False"), text
+    assert "'HOME'" in text and "'PYTHONPATH'" not in text
+
+
+def test_a_child_blanks_the_environment_it_was_started_with():
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.environ["GRADER_TEST_SECRET"] = "x"
+        clean_environment(keep=("PATH",))
+        block = open("/proc/self/environ", "rb").read()
+        os.write(write, json.dumps([sorted(os.environ), block.strip(b"\0").decode(errors="replace")]).encode())
+        os._exit(0)
+    os.close(write)
+    names, block = json.loads(os.read(read, 1 << 20))
+    os.waitpid(pid, 0)
+    assert names == ["PATH"] and block == ""  # pytest's own environment was in that block
+
+
+@needs_namespaces
+def test_memory_outside_the_address_space_limit_is_refused_or_capped(tmp_path):
+    verdict = run_cells(tmp_path, """
+import ctypes, os
+for what, attempt in [('memfd', lambda: os.memfd_create('x')),
+                      ('shm', lambda: __import__('multiprocessing.shared_memory').shared_memory.SharedMemory(create=True, size=1 << 20))]:
+    try:
+        attempt()
+        print(what, 'allowed')
+    except OSError as err:
+        print(what, 'refused')
+print('sysv', ctypes.CDLL(None).shmget(0, 1 << 20, 0o1000 | 0o600))
+written = 0
+try:
+    for i in range(20):
+        for folder in ('.', '/tmp'):
+            with open(f'{folder}/fill-{i}.bin', 'wb') as f:
+                written += f.write(bytes(30 << 20))
+except OSError as err:
+    print('full', err.errno)
+print('written', written >> 20)""", disk_mb=96)
+    text = printed(verdict)
+    assert "memfd refused" in text and "shm refused" in text and "sysv -1" in text, text
+    assert "full 28" in text, text  # ENOSPC
+    assert int(text.split("written")[1]) <= 96, text  # the folder and /tmp share one capped tmpfs
+
+
+@pytest.mark.skipif(memcg.create(1 << 30) is None, reason="no memory cgroup can be made here (see grader.memcg)")
+def test_each_child_is_counted_in_a_memory_cgroup_of_its_own(tmp_path):
+    created = memcg.create(1 << 30)
+    assert Path(created).is_dir()
+    memcg.remove(created)
+    assert not Path(created).exists()
+    verdict = run_cells(tmp_path, "print(open('/proc/self/cgroup').read())", memory_mb=300, disk_mb=100)
+    assert "grader-" in printed(verdict), printed(verdict)
+
+
+@pytest.mark.parametrize("source, reason", [
+    ("import os\nos._exit(3)", "exit status 3"),
+    ("import ctypes\nctypes.string_at(0)", "segmentation fault"),
+    ("while True:\n    pass", "was killed (memory or time limit)"),  # RLIMIT_CPU, before the cell limit
+])
+def test_the_end_of_the_sandbox_reads_as_before(tmp_path, source, reason):
+    verdict = run_cells(tmp_path, "print('first')", source, "print('never')", timeout=30, cpu_seconds=2)
+    assert reason in verdict.error and "in cell 2" in verdict.error, verdict.error
+    assert printed(verdict) == "first\n" and 2 not in verdict.cells
+
+
+def test_a_submission_has_a_wall_clock_limit(tmp_path):
+    started = time.perf_counter()
+    verdict = run_cells(tmp_path, *["import time\ntime.sleep(1.5)"] * 20, timeout=2, submission_seconds=4)
+    assert time.perf_counter() - started < 12
+    assert "ran past the 4 s limit for a whole submission" in verdict.error, verdict.error
+    assert 1 <= len(verdict.cells) < 4  # the cells before the limit keep what they did
+
+
+def test_the_outputs_kept_of_one_submission_are_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(judge, "OUTPUT_BUDGET", 1 << 20)
+    verdict = run_cells(tmp_path, *["print('x' * 60_000)"] * 30)
+    kept = [i for i, c in verdict.cells.items() if "x" * 1000 in printed(verdict, i)]
+    assert verdict.error is None and len(verdict.cells) == 30
+    assert 10 <= len(kept) <= 18 and kept == list(range(len(kept)))
+    assert "passed the grader's 1 MB limit" in printed(verdict, 29)
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def python_for_nobody(scratch: Path) -> tuple[str, dict]:
+    """An interpreter with this one's packages that uid 65534 can run, and the environment it needs.
+    This one, where it can; else (a virtual environment over an interpreter in a private home, as
+    on the project's build machines) the system's interpreter of the same version, given the
+    environment's packages by PYTHONPATH and an `alembic` command (nbgrader shells out to it)."""
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO)}
+    probe = [sys.executable, "-c", f"import subprocess; subprocess.run([{sys.executable!r}, '-V'], check=True)"]
+    if subprocess.run(NOBODY + probe, env=env, capture_output=True).returncode == 0:
+        return sys.executable, env
+    system = shutil.which(f"python{sys.version_info.major}.{sys.version_info.minor}", path="/usr/bin:/bin")
+    if system is None:
+        pytest.skip("no Python an unprivileged user can run on this machine")
+    shims = scratch / "bin"
+    shims.mkdir()
+    (shims / "alembic").write_text(f"#!{system}\nimport sys\nfrom alembic.config import main\nsys.exit(main())\n")
+    (shims / "alembic").chmod(0o755)
+    site = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
+    return system, {"PATH": f"{shims}:/usr/bin:/bin", "PYTHONPATH": f"{REPO}:{site}"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
+def test_grading_as_an_unprivileged_user():
+    """`grader grade` as nobody (65534) on a world-readable copy: full marks, sandbox not degraded."""
+    tmp_path = Path(tempfile.mkdtemp(prefix="grader-nobody-"))  # pytest's own is private to its user
+    tmp_path.chmod(0o755)
+    try:
+        run_as_nobody(tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def run_as_nobody(tmp_path: Path) -> None:
+    notebook = tmp_path / CHAPTER.notebook_name
+    nbformat.write(samples.reference(CHAPTER), notebook)
+    notebook.chmod(0o644)
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, 65534, 65534)
+    python, env = python_for_nobody(tmp_path)
+    env.update(HOME=str(home), TMPDIR=str(home))
+    run = subprocess.run(NOBODY + [python, "-m", "grader", "grade", str(notebook), "--json"], env=env,
+                         capture_output=True, text=True, timeout=600, cwd=home)
+    assert run.returncode == 0, run.stderr[-3000:]
+    [result] = json.loads(run.stdout)
+    assert result["score"] == result["max_score"] == 8.0, run.stdout
+    assert "sandbox degraded" not in run.stderr, run.stderr[-3000:]
