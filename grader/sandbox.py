@@ -34,11 +34,12 @@ import resource
 import select
 import shutil
 import signal
-import struct
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+from grader.seccomp import no_new_processes
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -53,15 +54,7 @@ MNT_DETACH = 2
 KEPT_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC,
               os.ST_NOATIME: MS_NOATIME, os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME}
 
-# Per architecture: audit arch, pivot_root, clone, clone3, socket, and the calls refused outright.
-SYSCALLS = {
-    "x86_64": dict(arch=0xC000003E, pivot_root=155, clone=56, clone3=435, socket=41,
-                   refused=dict(fork=57, vfork=58, memfd_create=319, shmget=29)),
-    "aarch64": dict(arch=0xC00000B7, pivot_root=41, clone=220, clone3=435, socket=198,
-                    refused=dict(memfd_create=279, shmget=194)),
-}
-CLONE_THREAD = 0x00010000
-AF_UNIX = 1
+PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # the syscall number: Python has no pivot_root
 
 
 @dataclass(frozen=True)
@@ -178,8 +171,7 @@ def private_root(job_dir: str, new_root: str, disk_mb: int = Limits.disk_mb, clo
     shutil.copytree(job_dir, new_root + job_dir, symlinks=True)  # written in the capped tmpfs, not on disk
     old = new_root + "/.old-root"
     os.makedirs(old, exist_ok=True)
-    nr = SYSCALLS[platform.machine()]["pivot_root"]
-    _check(LIBC.syscall(nr, new_root.encode(), old.encode()), "pivot_root")
+    _check(LIBC.syscall(PIVOT_ROOT[platform.machine()], new_root.encode(), old.encode()), "pivot_root")
     os.chdir("/")
     _check(LIBC.umount2(b"/.old-root", MNT_DETACH), "umount old root")
     os.rmdir("/.old-root")
@@ -242,56 +234,6 @@ def clean_environment(keep=CHILD_ENV) -> None:
             ctypes.memset(start, 0, end - start)
     except (OSError, ValueError, IndexError):
         pass
-
-
-def _filter(numbers: dict) -> bytes:
-    """A classic-BPF seccomp program: no new processes, no non-Unix sockets, no memfd or SysV shared
-    memory, clone3 reported missing (so the C library falls back to clone, whose flags it can read)."""
-    LD_W_ABS, JEQ_K, JSET_K, RET_K = 0x20, 0x15, 0x45, 0x06
-    ALLOW, ERRNO = 0x7FFF0000, 0x00050000
-    eperm, enosys, eacces = ERRNO | 1, ERRNO | 38, ERRNO | 13
-    prog: list[tuple[int, int, int, int]] = []
-
-    def op(code, k, jt=0, jf=0):
-        prog.append((code, jt, jf, k))
-
-    op(LD_W_ABS, 4)  # arch
-    op(JEQ_K, numbers["arch"], 1, 0)
-    op(RET_K, eperm)  # a foreign-architecture call is refused
-    op(LD_W_ABS, 0)  # syscall number
-    op(JEQ_K, numbers["clone3"], 0, 1)
-    op(RET_K, enosys)
-    for number in numbers["refused"].values():
-        op(JEQ_K, number, 0, 1)
-        op(RET_K, eperm)
-    op(JEQ_K, numbers["clone"], 0, 4)
-    op(LD_W_ABS, 16)  # clone flags (low word of args[0])
-    op(JSET_K, CLONE_THREAD, 1, 0)
-    op(RET_K, eperm)
-    op(RET_K, ALLOW)
-    op(JEQ_K, numbers["socket"], 0, 4)
-    op(LD_W_ABS, 16)  # socket domain
-    op(JEQ_K, AF_UNIX, 0, 1)
-    op(RET_K, ALLOW)
-    op(RET_K, eacces)
-    op(RET_K, ALLOW)
-    return b"".join(struct.pack("HBBI", *ins) for ins in prog)
-
-
-def no_new_processes() -> None:
-    numbers = SYSCALLS.get(platform.machine())
-    if numbers is None:
-        raise OSError(f"no seccomp filter for {platform.machine()}")
-    program = _filter(numbers)
-    buffer = ctypes.create_string_buffer(program)
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = SockFprog(len(program) // 8, ctypes.addressof(buffer))
-    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-    _check(LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
-    _check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
 def confine(job_dir: str, new_root: str, limits: Limits, cgroup: str | None = None, close=()) -> list[str]:
