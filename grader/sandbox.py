@@ -6,16 +6,18 @@ What a confined process gets, each part on its own so that a machine without one
   so no secret of the grader's environment is in its memory or in /proc/self/environ), its own
   session (a signal to "my process group" reaches nothing else), and, where the grader may make
   one, a memory cgroup of its own (grader.memcg);
-- resource limits: address space, CPU seconds, size of any file it writes, open files, no core dumps;
-- Linux namespaces (a user namespace, so no privileges are needed): no network at all; processes of
+- resource limits: address space, CPU seconds, size of any file it writes, open files, no core dumps,
+  no POSIX message queues;
+- Linux namespaces (a user namespace, so no privileges are needed): no network at all, no SysV IPC
+  shared with the host; processes of
   its own (a PID namespace where it is PID 1, with a fresh read-only /proc: no other process can be
   seen or signalled); and a filesystem of its own: a tmpfs root of `Limits.disk_mb` holding
   read-only views of the system libraries and the Python installation and a copy of its job folder
   (the release folder), and nothing else, so no hidden specs, answers, gradebook or other
   submission, and all it writes (its folder, /tmp) is counted in that one capped tmpfs;
-- a seccomp filter: no new processes (fork, vfork, clone without CLONE_THREAD: a fork bomb or a
-  shell command fails with PermissionError, threads still work), no sockets but Unix ones, and no
-  memory that RLIMIT_AS does not see (memfd_create, SysV shared memory).
+- a seccomp filter (grader.seccomp): no new processes (a fork bomb or a shell command fails with
+  PermissionError, threads still work), no sockets but Unix ones, no memory that RLIMIT_AS does not
+  see (memfd_create, SysV shared memory), no change to its mounts or namespaces once made.
 
 A PID namespace only holds the caller's children, so the forked child forks once more: the
 grandchild is confined and runs the cells; the child in between only waits and then ends the way

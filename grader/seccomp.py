@@ -2,7 +2,9 @@
 
 No new processes (fork, vfork, clone without CLONE_THREAD: a fork bomb or a shell command fails
 with PermissionError, threads still work), no sockets but Unix ones, and no memory that RLIMIT_AS
-does not see (memfd_create, SysV shared memory; /dev/shm is not in the sandbox either).
+does not see (memfd_create, SysV shared memory; /dev/shm is not in the sandbox either); nor can it
+change its filesystem view or namespaces once made (mount, umount, pivot_root, unshare, setns: the
+read-only /proc stays read-only).
 """
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 # Per architecture: audit arch, clone, clone3, socket, and the calls refused outright.
 SYSCALLS = {
     "x86_64": dict(arch=0xC000003E, clone=56, clone3=435, socket=41,
-                   refused=dict(fork=57, vfork=58, memfd_create=319, shmget=29)),
+                   refused=dict(fork=57, vfork=58, memfd_create=319, shmget=29, mount=165, umount2=166,
+                                pivot_root=155, unshare=272, setns=308)),
     "aarch64": dict(arch=0xC00000B7, clone=220, clone3=435, socket=198,
-                    refused=dict(memfd_create=279, shmget=194)),
+                    refused=dict(memfd_create=279, shmget=194, mount=40, umount2=39, pivot_root=41,
+                                 unshare=97, setns=268)),
 }
 CLONE_THREAD = 0x00010000
 AF_UNIX = 1
