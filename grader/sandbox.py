@@ -287,6 +287,16 @@ def server_environment(environ) -> dict:
     return {k: v for k, v in environ.items() if k in SERVER_ENV or k.startswith(SERVER_ENV_PREFIXES)}
 
 
+def _running(pid: int) -> bool:
+    """Whether a child process still runs, without reaping it (multiprocessing reaps its own)."""
+    if not hasattr(os, "waitid"):
+        return True
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:
+        return False
+
+
 def start_fork_server() -> None:
     """Start the pool's fork server now (idempotent): it imports PRELOAD, seconds of work, while the
     caller goes on (a CLI command starts it before importing nbgrader). It starts with only
@@ -296,9 +306,13 @@ def start_fork_server() -> None:
 
     multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
     with _starting:
-        if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:
-            forkserver.ensure_running()  # running (or restarted, whose children blank what they inherit)
+        server = forkserver._forkserver
+        pid = getattr(server, "_forkserver_pid", None)
+        if pid is not None and _running(pid):
+            forkserver.ensure_running()
             return
+        if pid is not None:  # it died: forget it, so that it is not restarted with this environment
+            server._stop()
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(server_environment(saved))

@@ -4,10 +4,12 @@ code cells through the real pool: fork server, fork, namespaces, limits, seccomp
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from multiprocessing import forkserver
 from pathlib import Path
 
 import nbformat
@@ -16,7 +18,7 @@ import pytest
 from grader import judge, memcg, samples
 from grader.chapters import REPO, find_chapter
 from grader.judge import Job, Pool
-from grader.sandbox import Limits, clean_environment, server_environment, stop_fork_server
+from grader.sandbox import Limits, clean_environment, server_environment, start_fork_server, stop_fork_server
 
 CHAPTER = find_chapter("02")
 
@@ -88,6 +90,12 @@ def test_the_fork_server_starts_with_no_secret(tmp_path, monkeypatch):
 import os
 print('hunter2' in repr(dict(os.environ)), 'hunter2' in open('/proc/self/environ').read())
 print(sorted(os.environ))""")
+    first = forkserver._forkserver._forkserver_pid
+    os.kill(first, signal.SIGKILL)
+    os.waitid(os.P_PID, first, os.WEXITED | os.WNOWAIT)  # dead, not yet reaped
+    start_fork_server()  # and multiprocessing would start a new one here with this environment
+    second = forkserver._forkserver._forkserver_pid
+    assert second != first and b"hunter2" not in Path(f"/proc/{second}/environ").read_bytes()
     stop_fork_server()
     text = printed(verdict)
     assert text.startswith("False False"), text
