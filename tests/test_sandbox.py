@@ -1,6 +1,7 @@
 """The sandboxed child's confinement (grader.sandbox, grader.memcg) and the pool's bounds on one
 submission (grader.judge): what a learner cell can see, signal, hold and cost. Each test runs plain
 code cells through the real pool: fork server, fork, namespaces, limits, seccomp."""
+import ctypes
 import json
 import os
 import shutil
@@ -8,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from multiprocessing import forkserver
 from pathlib import Path
@@ -18,7 +20,8 @@ import pytest
 from grader import judge, memcg, samples
 from grader.chapters import REPO, find_chapter
 from grader.judge import Job, Pool
-from grader.sandbox import Limits, clean_environment, server_environment, start_fork_server, stop_fork_server
+from grader.sandbox import (Limits, clean_environment, no_new_processes, server_environment, start_fork_server,
+                            stop_fork_server)
 
 CHAPTER = find_chapter("02")
 
@@ -78,6 +81,39 @@ print('own group: only itself', os.getpgid(0) == os.getpid() == 1)""")
     text = printed(verdict)
     assert "reached" not in text and text.count("none") == 3, text
     assert "own group: only itself True" in text, text
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux's")
+def test_without_namespaces_the_filter_still_keeps_signals_and_tracing_to_itself():
+    """What holds where the sandbox gets no PID namespace: the seccomp filter alone."""
+    parent, (read, write) = os.getpid(), os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        outcome = {}
+        try:
+            os.setsid()
+            no_new_processes()
+            signal.signal(signal.SIGUSR1, lambda *a: outcome.setdefault("own signal", "handled"))
+            for name, call in [("parent", lambda: os.kill(parent, 0)), ("everyone", lambda: os.kill(-1, 0)),
+                               ("itself", lambda: os.kill(os.getpid(), signal.SIGUSR1)),
+                               ("own group", lambda: os.kill(0, 0)),
+                               ("own thread", lambda: signal.pthread_kill(threading.get_ident(), 0))]:
+                try:
+                    call()
+                    outcome[name] = "allowed"
+                except PermissionError:
+                    outcome[name] = "refused"
+            libc = ctypes.CDLL(None, use_errno=True)
+            # PTRACE_SEIZE: where it is allowed (the code before issue 29) it does not stop the parent
+            outcome["ptrace"] = libc.ptrace(0x4206, parent, None, None), ctypes.get_errno()
+        finally:
+            os.write(write, json.dumps(outcome).encode())
+            os._exit(0)
+    os.close(write)
+    outcome = json.loads(os.read(read, 1 << 16))
+    os.waitpid(pid, 0)
+    assert outcome == {"parent": "refused", "everyone": "refused", "itself": "allowed", "own signal": "handled",
+                       "own group": "allowed", "own thread": "allowed", "ptrace": [-1, 1]}, outcome
 
 
 def test_the_fork_server_starts_with_no_secret(tmp_path, monkeypatch):
