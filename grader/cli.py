@@ -111,13 +111,17 @@ def cmd_export(args) -> int:
 def _limits(args):
     from grader.sandbox import Limits
 
-    return Limits(memory_mb=args.memory_mb, cpu_seconds=args.cpu_seconds)
+    return Limits(memory_mb=args.memory_mb, cpu_seconds=args.cpu_seconds, submission_seconds=args.submission_timeout)
 
 
 def _sandbox_options(p) -> None:
+    from grader.sandbox import Limits  # no torch: a few ctypes and os calls
+
     p.add_argument("--timeout", type=int, default=120, help="seconds per cell")
-    p.add_argument("--memory-mb", type=int, default=4096, help="memory one submission may use")
-    p.add_argument("--cpu-seconds", type=int, default=900, help="CPU time one submission may use")
+    p.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="memory one submission may use")
+    p.add_argument("--cpu-seconds", type=int, default=Limits.cpu_seconds, help="CPU time one submission may use")
+    p.add_argument("--submission-timeout", type=int, default=Limits.submission_seconds,
+                   help="seconds of wall clock one whole submission may take (its cells judged by then keep their scores)")
     p.add_argument("--rerun-all", action="store_true",
                    help="also re-run the course's demo and experiment cells no score depends on (same scores, slower)")
 

@@ -2,9 +2,11 @@
 
 One submission is one unit of work: a `Job` (the chapter, its release folder, the cells to run) in,
 a `Verdict` (one plain JSON message per cell, or why the run ended early) out. The pool runs jobs
-in children forked from a fork server that imported torch, IPython and the hidden specs once
-(`grader.worker`); the children confine themselves (`grader.sandbox`). Messages are read with a
-size limit and parsed as JSON, never unpickled, and a child that stops answering is killed.
+in children forked from a fork server that imported torch, IPython and matplotlib once, never the
+hidden specs (`grader.worker`); the children confine themselves (`grader.sandbox`), each in a
+memory cgroup of its own where this machine allows one (`grader.memcg`). Messages are read with a
+size limit and parsed as JSON, never unpickled; the outputs kept of one submission are bounded; a
+child that stops answering, or runs past the submission's wall-clock limit, is killed.
 
 `FillVerdict` then stands in for nbgrader's Execute preprocessor: inside nbgrader's own autograde
 it writes each verdict into the cells' outputs (the learner's outputs and figures, each test
@@ -28,11 +30,14 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from grader import memcg
 from grader.chapters import Chapter
 from grader.sandbox import PRELOAD, Limits, start_fork_server
 from grader.wire import Lost, WireError
 
 MAX_MESSAGE = 32 * 1024 * 1024  # bytes of one cell's message
+OUTPUT_BUDGET = 64 * 1024 * 1024  # bytes of learner-cell messages kept for one submission, all cells
+OVER_BUDGET = "[outputs not kept: this notebook's outputs passed the grader's {mb} MB limit]\n"
 GRACE = 15  # seconds a child may stay silent beyond the cell time limit before it is killed
 OUTPUT_TYPES = {"stream", "display_data", "execute_result", "error"}
 
@@ -62,6 +67,11 @@ def _exit_reason(exitcode: int | None) -> str:
         return {"SIGSEGV": "crashed (segmentation fault)", "SIGKILL": "was killed (memory or time limit)",
                 "SIGXCPU": "used up its CPU time", "SIGABRT": "aborted"}.get(name, f"was killed by {name}")
     return f"ended the grading process itself (exit status {exitcode})"
+
+
+def _over_budget() -> dict:
+    return {"kind": "cell", "outputs": [{"output_type": "stream", "name": "stdout",
+                                         "text": OVER_BUDGET.format(mb=OUTPUT_BUDGET >> 20)}]}
 
 
 class Pool:
@@ -104,23 +114,30 @@ class Pool:
         # a test cell with no hidden checks is not served; a left-out cell's saved outputs stay here
         cells = [{"kind": "skip"} if c["kind"] == "skip" or c["kind"] == "test" and i not in tests else c
                  for i, c in enumerate(job.cells)]
+        cgroup = memcg.create(self.limits.cgroup_bytes())
         payload = {"dir": str(job_dir), "root": str(root), "limits": asdict(self.limits), "chapter": job.chapter.name,
-                   "cells": cells, "timeout": self.timeout, "threads": self.threads}
+                   "cells": cells, "timeout": self.timeout, "threads": self.threads, "cgroup": cgroup}
         verdict_copy = time.perf_counter() - started
         receive, send = self.ctx.Pipe(duplex=True)
         proc = self.ctx.Process(target=run, args=(payload, send), daemon=True)
-        verdict, reached, done = Verdict(), 0, False
+        verdict, reached, done, kept = Verdict(), 0, False, 0
+        start_fork_server()  # never the implicit start, which would hand the server this environment
+        expired = threading.Event()
+        deadline = threading.Timer(self.limits.submission_seconds, lambda: (expired.set(), proc.kill()))
         try:
             proc.start()
             send.close()
+            deadline.start()
             while True:
                 if not receive.poll(self.timeout + GRACE):
                     verdict.error = (f"cell {reached + 1} ran past the {self.timeout:g} s limit and could not be "
                                      "interrupted; later cells were not run")
                     break
                 try:
-                    message = json.loads(receive.recv_bytes(MAX_MESSAGE))
+                    raw = receive.recv_bytes(MAX_MESSAGE)
+                    message = json.loads(raw)
                 except EOFError:
+                    proc.join(5)  # the sandbox's last process closed the pipe; its parent ends as it did
                     break
                 except OSError:
                     verdict.error = f"cell {reached + 1} sent more than {MAX_MESSAGE >> 20} MB of output; later cells were not run"
@@ -135,7 +152,8 @@ class Pool:
                     verdict.missing = [str(m) for m in message.get("missing", [])][:5]
                 elif kind == "cell" and isinstance(message.get("index"), int) and message["index"] not in verdict.cells \
                         and message["index"] not in tests:  # a test cell's verdict is never the child's word
-                    verdict.cells[message["index"]] = message
+                    kept += len(raw)
+                    verdict.cells[message["index"]] = message if kept <= OUTPUT_BUDGET else _over_budget()
                     reached = message["index"] + 1
                 elif kind == "test" and message.get("index") in tests and message["index"] not in verdict.cells:
                     index = message["index"]
@@ -154,11 +172,16 @@ class Pool:
                 elif kind == "fatal":
                     verdict.error = "the grading sandbox failed: " + str(message.get("reason", ""))[-300:].strip()
         finally:
+            deadline.cancel()
             if proc.is_alive():
                 proc.kill()
             proc.join(10)
             receive.close()
+            memcg.remove(cgroup)
             shutil.rmtree(base, ignore_errors=True)
+        if expired.is_set() and not done:  # the cells judged before the limit keep their scores
+            verdict.error = (f"the notebook ran past the {self.limits.submission_seconds:g} s limit for a whole "
+                             f"submission in cell {reached + 1}; later cells were not run")
         if not done and verdict.error is None:
             verdict.error = (f"the notebook {_exit_reason(proc.exitcode)} in cell {reached + 1}; "
                              "later cells were not run")

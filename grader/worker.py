@@ -1,12 +1,13 @@
 """The confined side of grading: run one submission's cells in a freshly forked, sandboxed child.
 
-This module is preloaded by the pool's fork server (torch, IPython, matplotlib and the hidden specs
-imported once); every submission then runs in a child forked from it, so nothing leaks between
-learners. The child confines itself (grader.sandbox), forgets the `grader`, `solutions` and
-`course` packages it was forked with (so `import solutions.<this chapter>` finds nothing: the only
-`solutions` on disk is the release folder's subset), runs the cells in an IPython shell with a
-time limit per cell, and sends one JSON message per cell back through a pipe: the outputs of a
-learner cell, or the passed and failed checks of a test cell. Never pickle.
+This module is preloaded by the pool's fork server (torch, IPython and matplotlib imported once;
+never the hidden specs, the answers or the course package); every submission then runs in a child
+forked from it, so nothing leaks between learners. The child confines itself (grader.sandbox: with
+namespaces the cells run in a grandchild, PID 1 of its own PID namespace), forgets the `grader`
+modules it was forked with (so `import solutions.<this chapter>` finds only the release folder's
+subset), runs the cells in an IPython shell with a time limit per cell, and sends one JSON message
+per learner cell back through a pipe (its outputs); at a test cell it serves the trusted side's
+calls (grader.probe). Never pickle.
 """
 from __future__ import annotations
 
@@ -110,8 +111,9 @@ _MISSING = object()
 
 
 def _forget_answers(job_dir: str) -> None:
-    """Drop the packages the fork server imported (hidden specs, reference answers) from this child:
-    the learner's imports then see only the job folder and third-party packages."""
+    """Drop the packages the fork server imported (the grader's own modules) from this child, and the
+    editable-install finders: the learner's imports then see only the job folder and third-party
+    packages."""
     for name in [n for n in sys.modules if n.split(".")[0] in HIDDEN_PACKAGES]:
         del sys.modules[name]
     sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__name__.lower()
@@ -199,7 +201,8 @@ def run(job: dict, conn) -> None:
     """The child's entry point: confine, then run the cells, one message per cell, then `done`."""
     try:
         started = time.perf_counter()
-        missing = sandbox.confine(job["dir"], job["root"], sandbox.Limits(**job["limits"]))
+        missing = sandbox.confine(job["dir"], job["root"], sandbox.Limits(**job["limits"]), job.get("cgroup"),
+                                  close=[conn])
         _send(conn, {"kind": "start", "missing": missing, "seconds": round(time.perf_counter() - started, 3)})
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)

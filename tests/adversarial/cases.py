@@ -249,4 +249,7 @@ CASES = [
     Case("test-cell-duplicated", duplicated_test_cell, 6.0),
     Case("solution-cell-forged-points", forged_solution_points, FULL),
 ]
-from tests.adversarial.attacks_batch import CASES as _more; CASES += _more  # noqa: E402
+# The attacks of issue 29, one module per class of hole.
+from tests.adversarial import attacks_batch, attacks_confine  # noqa: E402
+
+CASES += attacks_batch.CASES + attacks_confine.CASES

@@ -69,7 +69,7 @@ def graded(tmp_path_factory):
         path.parent.mkdir(parents=True)
         path.write_text(content if isinstance(content, str) else nbformat.writes(content))
     summary = autograde_class(root / "inbox", root / "course", jobs=2, timeout=10, chapters=[CHAPTER],
-                              progress=False, limits=Limits(memory_mb=1024, file_mb=64))
+                              progress=False, limits=Limits(memory_mb=1024, file_mb=64, submission_seconds=90))
     return root, summary, scores(root / "course"), (seccomp, namespaces)
 
 
