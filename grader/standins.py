@@ -10,6 +10,13 @@ answers, so they stay in the trusted process:
 - `Bridge` keeps such a call inside the learner's autograd graph: its backward pass calls back for
   the gradients of the inputs and parameters;
 - `StandInHost` is the trusted side's answer to those calls (grader.remote.Session derives from it).
+
+The rule of that answer (issue 29): the trusted side serves a small, explicit set of operations
+(`StandInHost.OPS`), each on values of the kinds it expects, and answers with plain data only
+(`plain_answer`). A request names an operation, never a method or an attribute to call, and it may
+only target an object the trusted side handed out for that purpose (`StandInHost.handed`: the
+stand-ins, the modules and callables a check passes to the learner's code, the modules `cb_new`
+built), never anything else it holds (a check's input tensors, its generators, its specs).
 """
 from __future__ import annotations
 
@@ -116,7 +123,10 @@ def _bridged(endpoint: Endpoint, op: str, head: list, args: tuple, kwargs: dict,
 
 
 class TrustedStub:
-    """A trusted object (a stand-in, or a model a check hands over) in the learner's namespace."""
+    """A trusted object (a stand-in, or a model a check hands over) in the learner's namespace. What
+    the learner's code may do with it is what the trusted side serves: call it, build a stand-in
+    class, read a data attribute (`model.block_size`, `model.training`) and switch a handed-over
+    module between `train()` and `eval()`."""
 
     def __init__(self, endpoint: Endpoint, key: int, kind: str):
         self._endpoint, self._key, self._kind = endpoint, key, kind
@@ -130,7 +140,15 @@ class TrustedStub:
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
-        return self._endpoint.request("cb_getattr", self, name)
+        if name == "train":
+            return lambda mode=True: self._mode(bool(mode))
+        if name == "eval":
+            return lambda: self._mode(False)
+        return self._endpoint.request("cb_attribute", self, name)
+
+    def _mode(self, training: bool) -> "TrustedStub":
+        self._endpoint.request("cb_mode", self, training)
+        return self
 
     def __repr__(self) -> str:
         return "<a correct version, standing in>"
@@ -188,25 +206,53 @@ def _leaves(structure: list, wants: list[int]) -> tuple[Any, list]:
 
 
 class StandInHost:
-    """The trusted side: builds stand-ins, runs their forward passes, answers their backward passes."""
+    """The trusted side: builds stand-ins, runs their forward passes, answers their backward passes.
+
+    Only what `hand_out` registered can be the target of a call from the child: `handed` maps the
+    id of each such object to (the object, its kind): "function" (a stand-in function, or a module
+    or callable a check passes to the learner's code), "class" (a stand-in class) or "built" (a
+    module `cb_new` built for a Shadow)."""
 
     codec: Any
     tokens: dict
+    handed: dict
+
+    OPS = ("cb_call", "cb_new", "cb_forward", "cb_backward", "cb_attribute", "cb_mode")
+
+    def hand_out(self, obj: Any, kind: str | None = None) -> str:
+        """Register `obj` as one the child may target; returns its kind."""
+        if id(obj) not in self.handed:
+            kind = kind or ("class" if isinstance(obj, type) and issubclass(obj, nn.Module) else "function")
+            self.handed[id(obj)] = (obj, kind)
+        return self.handed[id(obj)][1]
+
+    def _target(self, obj: Any, *kinds: str) -> Any:
+        entry = self.handed.get(id(obj))
+        if entry is None or entry[0] is not obj or entry[1] not in kinds:
+            raise TypeError("the grader serves this request only on a stand-in or a model it handed over")
+        return obj
+
+    def is_child_object(self, value: Any) -> bool:
+        """One of the child's own objects, which an answer may hand back to it (grader.remote)."""
+        return False
 
     # ---------------------------------------------------------------- calls from the child
     def handle(self, op: str, args: list) -> Any:
-        method = getattr(self, f"cb_{op.removeprefix('cb_')}", None) if op.startswith("cb_") else None
-        if method is None:
+        if op not in self.OPS:
             raise WireError(f"unknown callback {op!r}")
-        return method(*args)
+        return getattr(self, op)(*args)
 
     def _run(self, fn, args, kwargs, extra, wants, grad, rng) -> dict:
         """`fn(args, kwargs, extra)` with the wanted inputs made leaves; its graph kept for `cb_backward`."""
         generators, self.codec.incoming_generators = self.codec.incoming_generators, []
+        if type(wants) is not list or type(args) is not list or type(kwargs) is not dict:
+            raise WireError("a call with malformed arguments")
         (args, kwargs, extra), tensors = _leaves([args, kwargs, extra], wants)
+        if type(rng) is not torch.Tensor or rng.dtype != torch.uint8:
+            raise WireError("a call without a random state")
         torch.set_rng_state(rng)
         with torch.set_grad_enabled(bool(grad)):
-            value = fn(args, kwargs, extra)
+            value = plain_answer(fn(args, kwargs, extra), self.is_child_object)
         token = None
         if wants:
             token = len(self.tokens) + 1
@@ -215,20 +261,20 @@ class StandInHost:
         return {"value": value, "token": token, "rng": torch.get_rng_state(), "changed": changed}
 
     def cb_call(self, target, args, kwargs, extra, wants, grad, rng):
-        handed_out = any(v is target for v in self.codec.table.values())
-        if not handed_out or not callable(target) or isinstance(target, torch.Tensor):
-            raise TypeError("this object cannot be called")
+        target = self._target(target, "function", "built")
         return self._run(lambda a, k, _: target(*a, **k), args, kwargs, extra, wants, grad, rng)
 
     def cb_new(self, cls, args, kwargs):
-        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-            raise TypeError("not a module class")
-        inst = cls(*args, **kwargs)
+        cls = self._target(cls, "class")
+        if type(args) is not list or type(kwargs) is not dict:
+            raise WireError("a call with malformed arguments")
+        inst = cls(*plain_answer(args, self.is_child_object), **plain_answer(kwargs, self.is_child_object))
+        self.hand_out(inst, "built")
         return {"inst": inst, "tree": _tree(inst)}
 
     def cb_forward(self, inst, path, names, state, args, kwargs, extra, wants, grad, rng):
-        if not isinstance(inst, nn.Module):
-            raise TypeError("not a module")
+        inst = self._target(inst, "built")
+        _check_state(inst, path, names, state)
         for name, module in inst.named_modules():
             module.training = bool(state["training"].get(name, module.training))
             if name in state["p"] and isinstance(module, (nn.Dropout, FixedDropout)):
@@ -236,7 +282,7 @@ class StandInHost:
         for name, p in state["fixed"].items():
             owner, _, attr = name.rpartition(".")
             if isinstance(getattr(inst.get_submodule(owner), attr, None), nn.Dropout):
-                setattr(inst.get_submodule(owner), attr, FixedDropout(p))
+                setattr(inst.get_submodule(owner), attr, FixedDropout(float(p)))
         target = inst.get_submodule(path) if path else inst
         prefix = f"{path}." if path else ""
 
@@ -248,8 +294,10 @@ class StandInHost:
         return self._run(forward, args, kwargs, extra, wants, grad, rng)
 
     def cb_backward(self, token, grads):
-        if token not in self.tokens:
+        if type(token) is not int or token not in self.tokens:
             raise WireError("a backward pass for a call the grader does not know")
+        if type(grads) is not list or not all(g is None or type(g) is torch.Tensor for g in grads):
+            raise WireError("a backward pass with malformed gradients")
         inputs, value, wants, count = self.tokens[token]
         outputs: list = []
         _flatten(value, outputs)
@@ -262,14 +310,65 @@ class StandInHost:
                 result[i] = g
         return result
 
-    def cb_getattr(self, target, name):
-        if not isinstance(name, str) or name.startswith("_"):
-            raise AttributeError(name)
-        value = getattr(target, name)
-        if type(value) in PLAIN or isinstance(value, (torch.Tensor, nn.Module)):
-            return value
-        if getattr(value, "__self__", None) is target:
-            return value  # a bound method of the object itself
-        raise AttributeError(f"{name} is not available to the learner's code")
+    def cb_attribute(self, target, name):
+        """A data attribute of a handed-out object (`model.block_size`, `model.training`, a
+        parameter's values), as plain data: never a method, a module or anything that runs code."""
+        target = self._target(target, "function", "built")
+        if type(name) is not str or not name.isidentifier() or name.startswith("_"):
+            raise AttributeError(str(name)[:100])
+        found = _data_attribute(target, name)
+        if found is _MISSING:
+            raise AttributeError(f"{name} is not available to the learner's code")
+        return plain_answer(found, lambda v: False)
+
+    def cb_mode(self, target, training):
+        """`train()` / `eval()` on a module a check handed over."""
+        target = self._target(target, "function")
+        if not isinstance(target, nn.Module) or type(training) is not bool:
+            raise TypeError("train() and eval() apply to a model")
+        target.train(training)
 
 
+_MISSING = object()
+PLAIN_TYPES = (*PLAIN, torch.Size, torch.dtype, torch.device)
+
+
+def _data_attribute(obj: Any, name: str) -> Any:
+    """`obj.name` where it is data the object holds (its instance dictionary, a parameter or a
+    buffer), read without running any of its code; `_MISSING` otherwise."""
+    if isinstance(obj, nn.Module):
+        for table in ("_parameters", "_buffers"):
+            if name in obj.__dict__.get(table, {}):
+                value = obj.__dict__[table][name]
+                return None if value is None else value.detach().clone()
+    value = getattr(obj, "__dict__", {}).get(name, _MISSING) if isinstance(getattr(obj, "__dict__", None), dict) else _MISSING
+    return _MISSING if isinstance(value, nn.Module) else value
+
+
+def plain_answer(value: Any, child_object, depth: int = 0) -> Any:
+    """`value` when it is plain data (None, bool, int, float, str, tensors, sizes, dtypes, and
+    tuples, lists and dicts of those) or one of the child's own objects; a TypeError otherwise, so
+    an answer never hands the child a reference to a trusted object."""
+    if depth > 50:
+        raise TypeError("an answer nested too deeply")
+    kind = type(value)
+    if kind in PLAIN_TYPES or kind in (torch.Tensor, nn.Parameter) or child_object(value):
+        return value
+    if kind in (list, tuple):
+        return kind(plain_answer(v, child_object, depth + 1) for v in value)
+    if kind is dict:
+        return {plain_answer(k, child_object, depth + 1): plain_answer(v, child_object, depth + 1) for k, v in value.items()}
+    raise TypeError(f"the grader answers with plain data only, not a {kind.__name__}")
+
+
+def _check_state(inst: nn.Module, path: Any, names: Any, state: Any) -> None:
+    """A Shadow's forward request names only the built module's own submodules, parameters and
+    buffers, with values of the kinds they have."""
+    modules, params, buffers = dict(inst.named_modules()), dict(inst.named_parameters()), dict(inst.named_buffers())
+    ok = type(path) is str and path in modules and type(names) is list and all(type(n) is str and n in params for n in names)
+    ok = ok and type(state) is dict and all(type(state.get(k)) is dict for k in ("training", "p", "fixed", "buffers"))
+    ok = ok and all(n in modules and type(v) is bool for n, v in state["training"].items())
+    ok = ok and all(n in modules and type(v) in (int, float) for part in ("p", "fixed") for n, v in state[part].items())
+    ok = ok and all(n in buffers and type(v) is torch.Tensor for n, v in state["buffers"].items())
+    if not ok:
+        raise WireError("a stand-in's forward pass with malformed settings")
