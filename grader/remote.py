@@ -32,7 +32,8 @@ import torch
 import torch.distributed.tensor  # noqa: F401 - torch.testing.assert_close imports it on first use (1-2 s)
 import torch.nn as nn
 
-from grader.standins import PLAIN, StandInHost
+from grader import claims
+from grader.standins import StandInHost
 from grader.spec import Exercise, in_place_record
 from grader.wire import Codec, Endpoint, Lost, WireError, raw_from
 
@@ -88,7 +89,7 @@ class Remote:
 
     @property
     def __class__(self):
-        return self._session.mirror_class(self._info)
+        return self._session.mirror_class(self._info, self)
 
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
@@ -153,7 +154,12 @@ class TrustedCodec(Codec):
             return {"$echo": obj.key}
         if self.serving and id(obj) not in self.session.handed:  # an answer: plain data only
             raise TypeError(f"the grader answers with plain data only, not a {type(obj).__name__}")
-        return {"$ref": self.keep(obj), "kind": self.session.hand_out(obj)}
+        node = {"$ref": self.keep(obj), "kind": self.session.hand_out(obj)}
+        if not self.serving and node["kind"] == "function":
+            interface = self.session.interfaces.setdefault(id(obj), self.session.interface(obj))
+            if interface:
+                node["methods"] = {name: {"$ref": self.keep(m), "kind": "function"} for name, m in interface.items()}
+        return node
 
     def decode_ref(self, node: dict) -> Any:
         """In a call from the child, `$echo` may name only what was handed out for it (a stand-in,
@@ -165,7 +171,7 @@ class TrustedCodec(Codec):
         if type(found) in (torch.Tensor, nn.Parameter):
             return found.detach().clone()
         if found is None or self.session.handed.get(id(found), (None,))[0] is not found:
-            raise WireError("a reference to an object the grader did not hand out")
+            raise TypeError("a reference to an object the grader did not hand out")
         return found
 
     def decode_tensor(self, node: dict, tensor: torch.Tensor, frames: list[bytes]) -> Any:
@@ -199,8 +205,10 @@ class Session(StandInHost):
         self.classes: dict[tuple, type] = {}
         self.tokens: dict[int, tuple[list, Any, list]] = {}
         self.handed: dict[int, tuple[Any, str]] = {}
+        self.interfaces: dict[int, dict[str, Any]] = {}  # a handed-over module's id -> its methods
         self.changed: dict[int, tuple[Any, Any]] = {}  # id -> (a check's object, what the child made of it)
-        self.claims: dict[int, type] = {}  # a remote object's key -> its confirmed mirror class
+        self.claims: dict[int, type] = {}  # a remote object's key -> its mirror class, claims judged
+        self.confirming: set[int] = set()  # keys whose claims are being confirmed now
 
     def request(self, op: str, *args):
         return self.endpoint.request(op, *args)
@@ -255,28 +263,52 @@ class Session(StandInHost):
             self.proxies[key] = Remote(self, key, {"mro": node.get("mro") or [], "name": str(node.get("name", "object"))})
         return self.proxies[key]
 
-    def mirror_class(self, info: dict) -> type:
+    def mirror_class(self, info: dict, obj: "Remote | None" = None) -> type:
         """A local class named as the learner's, derived from the first torch or built-in class in
-        its MRO, so that isinstance checks against those answer as they would on the object."""
+        its MRO whose claim holds, so that isinstance checks answer as they would on the object. The
+        child names that MRO: a claim to be a torch module class holds only once its behaviour
+        confirms it (grader.claims); until then, and while it is being confirmed, the next one."""
+        key = None if obj is None else obj._key
+        if key in self.claims:
+            return self.claims[key]
+        confirming = self.confirming
         base = object
         for dotted in info["mro"]:
-            module, _, qualname = str(dotted).rpartition(".") if "<" not in str(dotted) else ("", "", "")
-            found = sys.modules.get(module) if module.split(".")[0] in TRUSTED_ROOTS else None
-            if found is None:
+            cls = _torch_or_builtin(str(dotted))
+            if cls is None or claims.needs_confirmation(cls) and (
+                    key is None or key in confirming or not self._confirm(obj, key, cls, confirming)):
                 continue
-            cls = found
-            for part in qualname.split("."):
-                cls = getattr(cls, part, None)
-            if isinstance(cls, type) and cls is not object:
-                base = cls
-                break
+            base = cls
+            break
         name = info["name"] if info["name"].isidentifier() else "LearnerObject"
         if (name, base) not in self.classes:
             try:
                 self.classes[(name, base)] = type(name, (base,), {"__module__": "learner"})
             except TypeError:  # a built-in that cannot be subclassed (function, generator, ...)
                 self.classes[(name, base)] = type(name, (), {"__module__": "learner"})
+        if key is not None and key not in confirming:
+            self.claims[key] = self.classes[(name, base)]
         return self.classes[(name, base)]
+
+    @staticmethod
+    def _confirm(obj: "Remote", key: int, cls: type, confirming: set) -> bool:
+        confirming.add(key)
+        try:
+            return claims.confirmed(obj, cls)
+        finally:
+            confirming.discard(key)
+
+
+def _torch_or_builtin(dotted: str) -> type | None:
+    """The class a dotted name sent by the child names, where it is one of torch's or a built-in."""
+    module, _, qualname = dotted.rpartition(".") if "<" not in dotted else ("", "", "")
+    found = sys.modules.get(module) if module.split(".")[0] in TRUSTED_ROOTS else None
+    if found is None:
+        return None
+    cls = found
+    for part in qualname.split("."):
+        cls = getattr(cls, part, None)
+    return cls if isinstance(cls, type) and cls is not object else None
 
 
 def _as_returned(value: Any, now: dict[int, Any], depth: int = 0) -> Any:

@@ -20,13 +20,14 @@ built), never anything else it holds (a check's input tensors, its generators, i
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
 import torch.nn as nn
 from torch.func import functional_call
 
-from grader.wire import Endpoint, WireError
+from grader.wire import Endpoint
 
 PLAIN = (type(None), bool, int, float, str)
 
@@ -128,8 +129,8 @@ class TrustedStub:
     class, read a data attribute (`model.block_size`, `model.training`) and switch a handed-over
     module between `train()` and `eval()`."""
 
-    def __init__(self, endpoint: Endpoint, key: int, kind: str):
-        self._endpoint, self._key, self._kind = endpoint, key, kind
+    def __init__(self, endpoint: Endpoint, key: int, kind: str, methods: dict | None = None):
+        self._endpoint, self._key, self._kind, self._methods = endpoint, key, kind, methods or {}
 
     def __call__(self, *args, **kwargs):
         if self._kind == "class":
@@ -140,6 +141,8 @@ class TrustedStub:
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
+        if name in self._methods:  # a method of the model's own interface, handed out as a callable
+            return self._methods[name]
         if name == "train":
             return lambda mode=True: self._mode(bool(mode))
         if name == "eval":
@@ -200,7 +203,7 @@ def _leaves(structure: list, wants: list[int]) -> tuple[Any, list]:
     template = _flatten(structure, tensors)
     for i in wants:
         if type(i) is not int or not 0 <= i < len(tensors):
-            raise WireError("a gradient asked for an input that is not there")
+            raise TypeError("a gradient asked for an input that is not there")
         tensors[i] = tensors[i].detach().requires_grad_(True)
     return _fill(template, tensors), tensors
 
@@ -217,6 +220,8 @@ class StandInHost:
     tokens: dict
     handed: dict
 
+    # Anything else, or a request that breaks these rules, is refused with a TypeError: the learner's
+    # code sees an error and the grading goes on.
     OPS = ("cb_call", "cb_new", "cb_forward", "cb_backward", "cb_attribute", "cb_mode")
 
     def hand_out(self, obj: Any, kind: str | None = None) -> str:
@@ -225,6 +230,24 @@ class StandInHost:
             kind = kind or ("class" if isinstance(obj, type) and issubclass(obj, nn.Module) else "function")
             self.handed[id(obj)] = (obj, kind)
         return self.handed[id(obj)][1]
+
+    def interface(self, obj: Any) -> dict[str, Any]:
+        """The methods of a module a check hands over that the learner's code may call, each handed
+        out as a callable of its own: those its own class defines (`encode`, `decode`), never one
+        torch defines or `forward` (calling the model is that)."""
+        if not isinstance(obj, nn.Module):
+            return {}
+        methods = {}
+        for cls in type(obj).__mro__:
+            if cls.__module__.split(".")[0] == "torch" or cls is object:
+                continue
+            for name, value in vars(cls).items():
+                if (not name.startswith("_") and inspect.isfunction(value) and name != "forward"
+                        and not hasattr(nn.Module, name) and name not in methods):
+                    methods[name] = getattr(obj, name)
+        for method in methods.values():
+            self.hand_out(method, "function")
+        return methods
 
     def _target(self, obj: Any, *kinds: str) -> Any:
         entry = self.handed.get(id(obj))
@@ -238,18 +261,18 @@ class StandInHost:
 
     # ---------------------------------------------------------------- calls from the child
     def handle(self, op: str, args: list) -> Any:
-        if op not in self.OPS:
-            raise WireError(f"unknown callback {op!r}")
+        if op not in self.OPS:  # refused with an error the learner's code sees; the grading goes on
+            raise TypeError(f"the grader serves no operation {str(op)[:40]!r}")
         return getattr(self, op)(*args)
 
     def _run(self, fn, args, kwargs, extra, wants, grad, rng) -> dict:
         """`fn(args, kwargs, extra)` with the wanted inputs made leaves; its graph kept for `cb_backward`."""
         generators, self.codec.incoming_generators = self.codec.incoming_generators, []
         if type(wants) is not list or type(args) is not list or type(kwargs) is not dict:
-            raise WireError("a call with malformed arguments")
+            raise TypeError("a call with malformed arguments")
         (args, kwargs, extra), tensors = _leaves([args, kwargs, extra], wants)
         if type(rng) is not torch.Tensor or rng.dtype != torch.uint8:
-            raise WireError("a call without a random state")
+            raise TypeError("a call without a random state")
         torch.set_rng_state(rng)
         with torch.set_grad_enabled(bool(grad)):
             value = plain_answer(fn(args, kwargs, extra), self.is_child_object)
@@ -267,7 +290,7 @@ class StandInHost:
     def cb_new(self, cls, args, kwargs):
         cls = self._target(cls, "class")
         if type(args) is not list or type(kwargs) is not dict:
-            raise WireError("a call with malformed arguments")
+            raise TypeError("a call with malformed arguments")
         inst = cls(*plain_answer(args, self.is_child_object), **plain_answer(kwargs, self.is_child_object))
         self.hand_out(inst, "built")
         return {"inst": inst, "tree": _tree(inst)}
@@ -287,7 +310,7 @@ class StandInHost:
         prefix = f"{path}." if path else ""
 
         def forward(a, k, values):
-            tensors = {n.removeprefix(prefix): v for n, v in zip(names, values) if n.startswith(prefix)}
+            tensors = {n.removeprefix(prefix): v for n, v in zip(names, values) if n and n.startswith(prefix)}
             tensors.update({n.removeprefix(prefix): b for n, b in state["buffers"].items() if n.startswith(prefix)})
             return functional_call(target, tensors, tuple(a), k, strict=False)
 
@@ -295,9 +318,9 @@ class StandInHost:
 
     def cb_backward(self, token, grads):
         if type(token) is not int or token not in self.tokens:
-            raise WireError("a backward pass for a call the grader does not know")
+            raise TypeError("a backward pass for a call the grader does not know")
         if type(grads) is not list or not all(g is None or type(g) is torch.Tensor for g in grads):
-            raise WireError("a backward pass with malformed gradients")
+            raise TypeError("a backward pass with malformed gradients")
         inputs, value, wants, count = self.tokens[token]
         outputs: list = []
         _flatten(value, outputs)
@@ -362,13 +385,16 @@ def plain_answer(value: Any, child_object, depth: int = 0) -> Any:
 
 
 def _check_state(inst: nn.Module, path: Any, names: Any, state: Any) -> None:
-    """A Shadow's forward request names only the built module's own submodules, parameters and
-    buffers, with values of the kinds they have."""
+    """A Shadow's forward request: a path to one of the built module's own submodules, settings of
+    the kinds they have. Names the built module does not have are left out, never set on it."""
     modules, params, buffers = dict(inst.named_modules()), dict(inst.named_parameters()), dict(inst.named_buffers())
-    ok = type(path) is str and path in modules and type(names) is list and all(type(n) is str and n in params for n in names)
+    ok = type(path) is str and path in modules and type(names) is list and all(type(n) is str for n in names)
     ok = ok and type(state) is dict and all(type(state.get(k)) is dict for k in ("training", "p", "fixed", "buffers"))
-    ok = ok and all(n in modules and type(v) is bool for n, v in state["training"].items())
-    ok = ok and all(n in modules and type(v) in (int, float) for part in ("p", "fixed") for n, v in state[part].items())
-    ok = ok and all(n in buffers and type(v) is torch.Tensor for n, v in state["buffers"].items())
+    ok = ok and all(type(v) is bool for v in state["training"].values())
+    ok = ok and all(type(v) in (int, float) for part in ("p", "fixed") for v in state[part].values())
+    ok = ok and all(type(v) is torch.Tensor for v in state["buffers"].values())
     if not ok:
-        raise WireError("a stand-in's forward pass with malformed settings")
+        raise TypeError("a stand-in's forward pass with malformed settings")
+    for part, known in (("training", modules), ("p", modules), ("fixed", modules), ("buffers", buffers)):
+        state[part] = {n: v for n, v in state[part].items() if n in known}
+    names[:] = [n if n in params else "" for n in names]  # "" matches no parameter: its value is unused
