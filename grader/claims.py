@@ -11,11 +11,70 @@ iteration, indexing) is served by the object's behaviour anyway.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+TRUSTED_ROOTS = ("torch", "builtins", "collections")
+
+
+class Mirrors:
+    """One session's mirror classes: `mirror_class` answers `Remote.__class__`."""
+
+    def __init__(self):
+        self.classes: dict[tuple, type] = {}
+        self.claims: dict[int, type] = {}  # a remote object's key -> its mirror class, claims judged
+        self.confirming: set[int] = set()  # keys whose claims are being confirmed now
+
+    def mirror_class(self, info: dict, obj: Any = None) -> type:
+        """A local class named as the learner's, derived from the first torch or built-in class in
+        its MRO whose claim holds, so that isinstance checks answer as they would on the object. The
+        child names that MRO: a claim to be a torch module class holds only once its behaviour
+        confirms it (`confirmed`); until then, and while it is being confirmed, the next one."""
+        key = None if obj is None else obj._key
+        if key in self.claims:
+            return self.claims[key]
+        confirming, base = self.confirming, object
+        for dotted in info["mro"]:
+            cls = _torch_or_builtin(str(dotted))
+            if cls is None or needs_confirmation(cls) and (
+                    key is None or key in confirming or not self._confirm(obj, key, cls, confirming)):
+                continue
+            base = cls
+            break
+        name = info["name"] if info["name"].isidentifier() else "LearnerObject"
+        if (name, base) not in self.classes:
+            try:
+                self.classes[(name, base)] = type(name, (base,), {"__module__": "learner"})
+            except TypeError:  # a built-in that cannot be subclassed (function, generator, ...)
+                self.classes[(name, base)] = type(name, (), {"__module__": "learner"})
+        if key is not None and key not in confirming:
+            self.claims[key] = self.classes[(name, base)]
+        return self.classes[(name, base)]
+
+    @staticmethod
+    def _confirm(obj: Any, key: int, cls: type, confirming: set) -> bool:
+        confirming.add(key)
+        try:
+            return confirmed(obj, cls)
+        finally:
+            confirming.discard(key)
+
+
+def _torch_or_builtin(dotted: str) -> type | None:
+    """The class a dotted name sent by the child names, where it is one of torch's or a built-in."""
+    module, _, qualname = dotted.rpartition(".") if "<" not in dotted else ("", "", "")
+    found = sys.modules.get(module) if module.split(".")[0] in TRUSTED_ROOTS else None
+    if found is None:
+        return None
+    cls = found
+    for part in qualname.split("."):
+        cls = getattr(cls, part, None)
+    return cls if isinstance(cls, type) and cls is not object else None
 
 
 def needs_confirmation(cls: type) -> bool:

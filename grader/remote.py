@@ -23,7 +23,6 @@ What the checks see is what they saw when they ran beside the learner's code:
 """
 from __future__ import annotations
 
-import sys
 import threading
 import traceback
 from typing import Any
@@ -33,12 +32,11 @@ import torch.distributed.tensor  # noqa: F401 - torch.testing.assert_close impor
 import torch.nn as nn
 
 from grader import claims
-from grader.standins import StandInHost
+from grader.standin_host import StandInHost
 from grader.spec import Exercise, in_place_record
 from grader.wire import Codec, Endpoint, Lost, WireError, raw_from
 
 GRACE = 15  # seconds past the time limit before a silent child counts as lost
-TRUSTED_ROOTS = ("torch", "builtins", "collections")
 # One exercise is judged at a time in this process: checks seed torch's global generator, which
 # all threads share.
 LOCK = threading.Lock()
@@ -89,7 +87,7 @@ class Remote:
 
     @property
     def __class__(self):
-        return self._session.mirror_class(self._info, self)
+        return self._session.mirrors.mirror_class(self._info, self)
 
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
@@ -202,13 +200,11 @@ class Session(StandInHost):
         self.codec = TrustedCodec(self)
         self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: timeout + GRACE)
         self.proxies: dict[int, Remote] = {}
-        self.classes: dict[tuple, type] = {}
         self.tokens: dict[int, tuple[list, Any, list]] = {}
         self.handed: dict[int, tuple[Any, str]] = {}
         self.interfaces: dict[int, dict[str, Any]] = {}  # a handed-over module's id -> its methods
         self.changed: dict[int, tuple[Any, Any]] = {}  # id -> (a check's object, what the child made of it)
-        self.claims: dict[int, type] = {}  # a remote object's key -> its mirror class, claims judged
-        self.confirming: set[int] = set()  # keys whose claims are being confirmed now
+        self.mirrors = claims.Mirrors()
 
     def request(self, op: str, *args):
         return self.endpoint.request(op, *args)
@@ -262,53 +258,6 @@ class Session(StandInHost):
         if key not in self.proxies:
             self.proxies[key] = Remote(self, key, {"mro": node.get("mro") or [], "name": str(node.get("name", "object"))})
         return self.proxies[key]
-
-    def mirror_class(self, info: dict, obj: "Remote | None" = None) -> type:
-        """A local class named as the learner's, derived from the first torch or built-in class in
-        its MRO whose claim holds, so that isinstance checks answer as they would on the object. The
-        child names that MRO: a claim to be a torch module class holds only once its behaviour
-        confirms it (grader.claims); until then, and while it is being confirmed, the next one."""
-        key = None if obj is None else obj._key
-        if key in self.claims:
-            return self.claims[key]
-        confirming = self.confirming
-        base = object
-        for dotted in info["mro"]:
-            cls = _torch_or_builtin(str(dotted))
-            if cls is None or claims.needs_confirmation(cls) and (
-                    key is None or key in confirming or not self._confirm(obj, key, cls, confirming)):
-                continue
-            base = cls
-            break
-        name = info["name"] if info["name"].isidentifier() else "LearnerObject"
-        if (name, base) not in self.classes:
-            try:
-                self.classes[(name, base)] = type(name, (base,), {"__module__": "learner"})
-            except TypeError:  # a built-in that cannot be subclassed (function, generator, ...)
-                self.classes[(name, base)] = type(name, (), {"__module__": "learner"})
-        if key is not None and key not in confirming:
-            self.claims[key] = self.classes[(name, base)]
-        return self.classes[(name, base)]
-
-    @staticmethod
-    def _confirm(obj: "Remote", key: int, cls: type, confirming: set) -> bool:
-        confirming.add(key)
-        try:
-            return claims.confirmed(obj, cls)
-        finally:
-            confirming.discard(key)
-
-
-def _torch_or_builtin(dotted: str) -> type | None:
-    """The class a dotted name sent by the child names, where it is one of torch's or a built-in."""
-    module, _, qualname = dotted.rpartition(".") if "<" not in dotted else ("", "", "")
-    found = sys.modules.get(module) if module.split(".")[0] in TRUSTED_ROOTS else None
-    if found is None:
-        return None
-    cls = found
-    for part in qualname.split("."):
-        cls = getattr(cls, part, None)
-    return cls if isinstance(cls, type) and cls is not object else None
 
 
 def _as_returned(value: Any, now: dict[int, Any], depth: int = 0) -> Any:
