@@ -11,7 +11,6 @@ from its own inputs, are the same whatever the learner's code did to them, in bo
 """
 from __future__ import annotations
 
-import copy
 import functools
 from typing import Any
 
@@ -35,21 +34,26 @@ class Record:
 def _copy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.clone()
-    if type(value) is torch.Generator:
-        twin = torch.Generator()
-        twin.set_state(value.get_state())
-        return twin
-    return copy.copy(value)  # a list or dict: the learner's appends and deletions stay on the copy
+    twin = torch.Generator()
+    twin.set_state(value.get_state())
+    return twin
 
 
-def _differs(original: Any, twin: Any) -> bool:
+def _items(container: Any) -> list:
+    return list(container.items()) if type(container) is dict else list(container)
+
+
+def _differs(original: Any, twin: Any, given: list | None) -> bool:
+    """Whether the learner's code changed the copy `twin` of `original` (`given`: a container's
+    items as handed over, each compared by identity)."""
+    if given is not None:
+        now = _items(twin)
+        return len(now) != len(given) or any(
+            (a[0] != b[0] or a[1] is not b[1]) if type(twin) is dict else a is not b for a, b in zip(now, given))
     if isinstance(original, torch.Tensor):
         return (twin.shape != original.shape or twin.dtype != original.dtype
                 or not torch.equal(twin.detach(), original.detach()))
-    if type(original) is torch.Generator:
-        return not torch.equal(original.get_state(), twin.get_state())
-    return len(twin) != len(original) or any(a is not b for a, b in zip(
-        twin.items() if type(twin) is dict else twin, original.items() if type(original) is dict else original))
+    return not torch.equal(original.get_state(), twin.get_state())
 
 
 class _Copies:
@@ -58,17 +62,25 @@ class _Copies:
     def __init__(self, record: Record):
         self.record, self.pairs = record, []
 
-    def give(self, value: Any) -> Any:
-        if type(value) in COPIED:
-            twin = _copy(value)
-            self.pairs.append((value, twin))
+    def give(self, value: Any, depth: int = 0) -> Any:
+        """A copy of `value` for the learner's code; tensors inside lists, tuples and dicts too."""
+        if depth > 20 or type(value) not in (*COPIED, tuple):
+            return value
+        if type(value) in (list, tuple, dict):
+            items = value.items() if type(value) is dict else enumerate(value)
+            inner = {k: self.give(v, depth + 1) for k, v in items}
+            twin = inner if type(value) is dict else type(value)(inner.values())
+            if type(value) is not tuple:
+                self.pairs.append((value, twin, _items(twin)))
             return twin
-        return value
+        twin = _copy(value)
+        self.pairs.append((value, twin, None))
+        return twin
 
     def settle(self, result: Any) -> Any:
-        """Record what changed; a copy the learner hands back is what it made of the original."""
-        for original, twin in self.pairs:
-            if _differs(original, twin):
+        """Record what changed in place, on the copies only."""
+        for original, twin, given in self.pairs:
+            if _differs(original, twin, given):
                 self.record.changed[id(original)] = (original, twin)
         return result
 

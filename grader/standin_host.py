@@ -87,6 +87,17 @@ class StandInHost:
             raise TypeError("the grader serves this request only on a stand-in or a model it handed over")
         return obj
 
+    def _no_modules_inside(self, value: Any, depth: int = 0) -> None:
+        """A module handed out (a check's model, a built stand-in) is the target of a request, never
+        an argument: trusted code it were passed to could call its methods (`x.float()`)."""
+        if type(value) in (list, tuple) and depth < 50:
+            for v in value:
+                self._no_modules_inside(v, depth + 1)
+        elif type(value) is dict and depth < 50:
+            self._no_modules_inside(list(value.items()), depth + 1)
+        elif isinstance(self.handed.get(id(value), (None,))[0], nn.Module):
+            raise TypeError("a model the grader handed out cannot be passed to a stand-in")
+
     def is_child_object(self, value: Any) -> bool:
         """One of the child's own objects, which an answer may hand back to it (grader.remote)."""
         return False
@@ -102,6 +113,7 @@ class StandInHost:
         generators, self.codec.incoming_generators = self.codec.incoming_generators, []
         if type(wants) is not list or type(args) is not list or type(kwargs) is not dict:
             raise TypeError("a call with malformed arguments")
+        self._no_modules_inside([args, kwargs, extra])
         (args, kwargs, extra), tensors = _leaves([args, kwargs, extra], wants)
         if type(rng) is not torch.Tensor or rng.dtype != torch.uint8:
             raise TypeError("a call without a random state")
@@ -123,6 +135,7 @@ class StandInHost:
         cls = self._target(cls, "class")
         if type(args) is not list or type(kwargs) is not dict:
             raise TypeError("a call with malformed arguments")
+        self._no_modules_inside([args, kwargs])
         inst = cls(*plain_answer(args, self.is_child_object), **plain_answer(kwargs, self.is_child_object))
         self.hand_out(inst, "built")
         return {"inst": inst, "tree": _tree(inst)}

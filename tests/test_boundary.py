@@ -36,6 +36,8 @@ def attack(x, model, gen):
         'private names': lambda: ep.request('cb_attribute', model, '_modules'),
         'a parameter copy has methods back home': lambda: ep.request('cb_attribute', model.first, 'numpy'),
         'cb_new on a torch class': lambda: ep.request('cb_new', torch.nn.Linear, [2, 2], {}),
+        'the model as an argument to a stand-in': lambda: Tiny(model),
+        'the model inside an argument': lambda: Tiny(2)._bridge[1]([{'m': model}]),
         'cb_new on the handed-over model': lambda: ep.request('cb_new', model, [], {}),
         'cb_forward on the handed-over model': lambda: ep.request('cb_forward', model, '', [], {}, [], {}, [], [], False,
                                                                   torch.get_rng_state()),
