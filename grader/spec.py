@@ -157,14 +157,45 @@ def in_place_record(changed: Callable[[Any], bool]):
 
 
 def changed_in_place(value: Any, before: Any) -> bool:
-    """Did the learner's code change the check's `value` (a tensor, list, dict or generator) in
-    place? `before` is the copy the check kept before the call."""
+    """Did the learner's code change the check's `value` (a tensor, a generator, or a list, tuple
+    or dict holding them) in place? `before` is what the check kept before the call (`kept`)."""
+    return _recorded(value) or not _same(value, before)
+
+
+def kept(value: Any) -> Any:
+    """A copy of `value` to compare with after the learner's call: tensors cloned, generators'
+    states, containers rebuilt."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, torch.Generator):
+        return value.get_state()
+    if type(value) in (list, tuple):
+        return type(value)(kept(v) for v in value)
+    if type(value) is dict:
+        return {k: kept(v) for k, v in value.items()}
+    return value
+
+
+def _recorded(value: Any, depth: int = 0) -> bool:
     record = _IN_PLACE_RECORD.get()
-    if record is not None and record(value):
+    if record is None or depth > 20:
+        return False
+    if record(value):
+        return True
+    inner = value.values() if type(value) is dict else value if type(value) in (list, tuple) else ()
+    return any(_recorded(v, depth + 1) for v in inner)
+
+
+def _same(value: Any, before: Any) -> bool:
+    if value is before:
         return True
     if isinstance(value, torch.Tensor):
-        return (type(before) is not torch.Tensor or value.shape != before.shape or value.dtype != before.dtype
-                or not torch.equal(value.detach(), before))
+        return (type(before) is torch.Tensor and value.shape == before.shape and value.dtype == before.dtype
+                and torch.equal(value.detach(), before))
     if isinstance(value, torch.Generator):
-        return not torch.equal(value.get_state(), before)
-    return value != before
+        return type(before) is torch.Tensor and torch.equal(value.get_state(), before)
+    if type(value) in (list, tuple):
+        return type(before) is type(value) and len(value) == len(before) and all(map(_same, value, before))
+    if type(value) is dict:
+        return type(before) is dict and value.keys() == before.keys() and all(_same(value[k], before[k]) for k in value)
+    return type(value) is type(before) and value == before

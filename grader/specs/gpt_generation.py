@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.spec import Exercise, assert_raises_value_error, assert_tensor, randn, seeded, seeded_by_name
-from grader.spec import changed_in_place  # in-place changes are judged by the in-place rule only
+from grader.spec import changed_in_place, kept  # in-place changes are judged by the in-place rule only
 
 ATTENTION_ROUTINES = (
     "torch.nn.functional.scaled_dot_product_attention",
@@ -294,7 +294,10 @@ def _(cls):
     model, state = loaded_gpt(cls, 870)
     idx = token_ids(2, 6, 871)
     _, cache = unpack(model(idx[:, :3], use_cache=True), "GPT(prompt)")
+    before = kept(cache)
     first, _ = unpack(model(idx[:, 3:5], cache=cache, use_cache=True), "GPT(2 tokens, cache)")
+    if changed_in_place(cache, before):
+        raise AssertionError("GPT changed the cache passed in (its list or its tensors); return a new cache")
     again, _ = unpack(model(idx[:, 3:5], cache=cache, use_cache=True), "GPT(the same 2 tokens, the same cache)")
     assert_tensor(again, first.detach(), atol=1e-6, what="logits when the same cache is used a second time")
     assert_tensor(first, oracle_logits(state, idx[:, :5])[:, 3:5], atol=1e-5, what="logits with the cache")
