@@ -137,8 +137,8 @@ def assert_raises_value_error(fn: Callable, *args, **kwargs) -> None:
 # A check computes its expected values from inputs it kept before calling the learner's code, and
 # judges an in-place change to an input by the in-place rule alone. Where the judge runs the checks
 # (grader.remote) the learner's in-place changes are recorded and never written into the check's
-# objects; in the stock-nbgrader route (grader.runner, in the learner's kernel) they are real, and
-# the kept copy tells.
+# objects; in the stock-nbgrader route (grader.runner, in the learner's kernel) the learner's code
+# gets copies and the same record (grader.kept); the kept copy tells wherever nothing recorded.
 import contextlib  # noqa: E402 - this part of the module is kept at its end (one owner per part)
 from contextvars import ContextVar  # noqa: E402
 
