@@ -84,7 +84,9 @@ class WorkerCodec(Codec):
                 g.set_state(state)
 
     def wrap(self, node: dict) -> Any:
-        return TrustedStub(self.endpoint, node["$ref"], node.get("kind", "function"))
+        methods = node.get("methods") if type(node.get("methods")) is dict else {}
+        return TrustedStub(self.endpoint, node["$ref"], node.get("kind", "function"),
+                           {name: self.wrap(sub) for name, sub in methods.items() if type(sub) is dict})
 
     def changes(self, snapshots: list) -> list:
         """[key, new value] for each trusted tensor or generator the call changed in place."""

@@ -12,15 +12,17 @@ What the checks see is what they saw when they ran beside the learner's code:
   pass through the learner's graph and reports the gradients of the check's own input tensors;
 - a parameter arrives as a `RemoteParameter`, whose in-place changes (`copy_` under no_grad) are
   written through to the learner's module, with its current `.grad`;
-- a check's tensor or generator that the learner's code changed in place is changed here too, and
-  torch's global random state travels with every call (so `torch.manual_seed` before a call works);
-- `isinstance(module, nn.Linear)` holds for a remote nn.Linear (its class mirrors the torch classes
-  in the learner class's MRO); an exception the learner's code raises is raised here with the same
-  built-in type.
+- a check's tensor, generator, list or dict that the learner's code changed in place is *not*
+  changed here: the change is recorded (`Session.changed_in_place`, read by the checks through
+  `grader.spec.changed_in_place`), so it counts against the in-place rule only and can never write
+  an expected value, a shape or a dtype into the grading process; torch's global random state
+  travels with every call (so `torch.manual_seed` before a call works);
+- `isinstance(module, nn.Linear)` holds for a remote nn.Linear only once the trusted side has
+  confirmed the claim by its behaviour (`grader.claims`); an unconfirmed claim to be a torch class
+  earns nothing. An exception the learner's code raises is raised here with the same built-in type.
 """
 from __future__ import annotations
 
-import sys
 import threading
 import traceback
 from typing import Any
@@ -29,12 +31,12 @@ import torch
 import torch.distributed.tensor  # noqa: F401 - torch.testing.assert_close imports it on first use (1-2 s)
 import torch.nn as nn
 
-from grader.standins import PLAIN, StandInHost
-from grader.spec import Exercise
+from grader import claims
+from grader.standin_host import StandInHost
+from grader.spec import Exercise, in_place_record
 from grader.wire import Codec, Endpoint, Lost, WireError, raw_from
 
 GRACE = 15  # seconds past the time limit before a silent child counts as lost
-TRUSTED_ROOTS = ("torch", "builtins", "collections")
 # One exercise is judged at a time in this process: checks seed torch's global generator, which
 # all threads share.
 LOCK = threading.Lock()
@@ -85,7 +87,7 @@ class Remote:
 
     @property
     def __class__(self):
-        return self._session.mirror_class(self._info)
+        return self._session.mirrors.mirror_class(self._info, self)
 
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):
@@ -144,12 +146,31 @@ class TrustedCodec(Codec):
         return g
 
     def encode_other(self, obj: Any) -> dict:
-        if isinstance(obj, Remote):
+        if type(obj) is Remote:
             return {"$echo": obj._key}
-        if isinstance(obj, Foreign):
+        if type(obj) is Foreign:
             return {"$echo": obj.key}
-        kind = "class" if isinstance(obj, type) and issubclass(obj, nn.Module) else "function"
-        return {"$ref": self.keep(obj), "kind": kind}
+        if self.serving and id(obj) not in self.session.handed:  # an answer: plain data only
+            raise TypeError(f"the grader answers with plain data only, not a {type(obj).__name__}")
+        node = {"$ref": self.keep(obj), "kind": self.session.hand_out(obj)}
+        if not self.serving and node["kind"] == "function":
+            interface = self.session.interfaces.setdefault(id(obj), self.session.interface(obj))
+            if interface:
+                node["methods"] = {name: {"$ref": self.keep(m), "kind": "function"} for name, m in interface.items()}
+        return node
+
+    def decode_ref(self, node: dict) -> Any:
+        """In a call from the child, `$echo` may name only what was handed out for it (a stand-in,
+        a model a check passed) or a tensor this side sent, which arrives as a copy: a request can
+        never reach a check's own objects."""
+        if not self.serving or "$echo" not in node:
+            return super().decode_ref(node)
+        found = self.table.get(node["$echo"]) if type(node["$echo"]) is int else None
+        if type(found) in (torch.Tensor, nn.Parameter):
+            return found.detach().clone()
+        if found is None or self.session.handed.get(id(found), (None,))[0] is not found:
+            raise TypeError("a reference to an object the grader did not hand out")
+        return found
 
     def decode_tensor(self, node: dict, tensor: torch.Tensor, frames: list[bytes]) -> Any:
         if self.serving:
@@ -179,8 +200,11 @@ class Session(StandInHost):
         self.codec = TrustedCodec(self)
         self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: timeout + GRACE)
         self.proxies: dict[int, Remote] = {}
-        self.classes: dict[tuple, type] = {}
         self.tokens: dict[int, tuple[list, Any, list]] = {}
+        self.handed: dict[int, tuple[Any, str]] = {}
+        self.interfaces: dict[int, dict[str, Any]] = {}  # a handed-over module's id -> its methods
+        self.changed: dict[int, tuple[Any, Any]] = {}  # id -> (a check's object, what the child made of it)
+        self.mirrors = claims.Mirrors()
 
     def request(self, op: str, *args):
         return self.endpoint.request(op, *args)
@@ -188,27 +212,32 @@ class Session(StandInHost):
     def call(self, target, args: tuple, kwargs: dict):
         reply = self.request("call", target, list(args), dict(kwargs), torch.is_grad_enabled(), torch.get_rng_state())
         torch.set_rng_state(reply["rng"])
-        self.apply_changes(reply["changed"])
-        for where, now in reply["edited"]:  # a list or dict argument the learner's code edited in place
+        now = self.apply_changes(reply["changed"])
+        for where, value in reply["edited"]:  # a list or dict argument the learner's code edited in place
             local = args[where] if type(where) is int and 0 <= where < len(args) else kwargs.get(where)
-            if type(local) is list and type(now) is list:
-                local[:] = now
-            elif type(local) is dict and type(now) is dict:
-                local.clear()
-                local.update(now)
-        return reply["value"]
+            if type(local) in (list, dict) and type(value) is type(local):
+                self.changed[id(local)] = (local, value)
+                now[id(local)] = value
+        return _as_returned(reply["value"], now)
 
-    def apply_changes(self, changed: list) -> None:
+    def apply_changes(self, changed: list) -> dict[int, Any]:
+        """Record which of the check's tensors and generators the learner's code changed in place,
+        and to what; never write it into them (issue 29: an input zeroed in place would otherwise
+        write the expected value of a check that computes it afterwards). id -> new value."""
+        now: dict[int, Any] = {}
         for key, value in changed:
             local = self.codec.table.get(key)
-            if isinstance(local, torch.Generator):
-                local.set_state(value)
-            elif isinstance(local, torch.Tensor):
-                with torch.no_grad():
-                    if local.shape == value.shape and local.dtype == value.dtype:
-                        local.copy_(value)
-                    else:
-                        local.data = value
+            if isinstance(local, (torch.Tensor, torch.Generator)):
+                self.changed[id(local)] = (local, value)
+                now[id(local)] = value
+        return now
+
+    def changed_in_place(self, value: Any) -> bool:
+        entry = self.changed.get(id(value))
+        return entry is not None and entry[0] is value
+
+    def is_child_object(self, value: Any) -> bool:
+        return type(value) is Remote
 
     def push_grad(self, key: int, grad: torch.Tensor) -> None:
         """A check's backward pass reached a mirror: continue it in the child, then bring back the
@@ -217,6 +246,8 @@ class Session(StandInHost):
         for local_key, delta in deltas.items():
             local = self.codec.table.get(local_key)
             if isinstance(local, torch.Tensor) and local.requires_grad:
+                if type(delta) is not torch.Tensor or delta.shape != local.shape or delta.dtype != local.dtype:
+                    raise WireError("a gradient that does not fit the tensor it is for")
                 if local.is_leaf:
                     local.grad = delta if local.grad is None else local.grad + delta
                 else:
@@ -228,28 +259,17 @@ class Session(StandInHost):
             self.proxies[key] = Remote(self, key, {"mro": node.get("mro") or [], "name": str(node.get("name", "object"))})
         return self.proxies[key]
 
-    def mirror_class(self, info: dict) -> type:
-        """A local class named as the learner's, derived from the first torch or built-in class in
-        its MRO, so that isinstance checks against those answer as they would on the object."""
-        base = object
-        for dotted in info["mro"]:
-            module, _, qualname = str(dotted).rpartition(".") if "<" not in str(dotted) else ("", "", "")
-            found = sys.modules.get(module) if module.split(".")[0] in TRUSTED_ROOTS else None
-            if found is None:
-                continue
-            cls = found
-            for part in qualname.split("."):
-                cls = getattr(cls, part, None)
-            if isinstance(cls, type) and cls is not object:
-                base = cls
-                break
-        name = info["name"] if info["name"].isidentifier() else "LearnerObject"
-        if (name, base) not in self.classes:
-            try:
-                self.classes[(name, base)] = type(name, (base,), {"__module__": "learner"})
-            except TypeError:  # a built-in that cannot be subclassed (function, generator, ...)
-                self.classes[(name, base)] = type(name, (), {"__module__": "learner"})
-        return self.classes[(name, base)]
+
+def _as_returned(value: Any, now: dict[int, Any], depth: int = 0) -> Any:
+    """The learner's answer, where it hands back one of the check's own objects (`return x` after
+    `x.mul_(2)`), holds what the child made of it: the check's object itself stays as it was."""
+    if id(value) in now and isinstance(value, (torch.Tensor, list, dict)):
+        return now[id(value)]
+    if type(value) in (list, tuple) and depth < 8:
+        return type(value)(_as_returned(v, now, depth + 1) for v in value)
+    if type(value) is dict and depth < 8:
+        return {k: _as_returned(v, now, depth + 1) for k, v in value.items()}
+    return value
 
 
 def judge_exercise(exercise: Exercise, conn, timeout: float) -> dict:
@@ -304,7 +324,8 @@ def evaluate(exercise: Exercise, conn, timeout: float):
         if obj is None:
             result.zero_reason = f"`{exercise.name}` is not defined"
         else:
-            run_each(exercise, obj, result, passthrough=(Lost, WireError))
+            with in_place_record(session.changed_in_place):
+                run_each(exercise, obj, result, passthrough=(Lost, WireError))
         calls = session.request("end")
         if calls and not result.zero_reason:
             result.zero_reason = forbidden_reason(calls)

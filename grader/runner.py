@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from grader.spec import Exercise, collect
+from grader.kept import Record, guarded
+from grader.spec import Exercise, collect, in_place_record
 
 GRADER_DIR = str(Path(__file__).resolve().parent)
 TORCH_DIR = str(Path(torch.__file__).resolve().parent)
@@ -218,8 +219,10 @@ def evaluate(exercise: Exercise, namespace: dict) -> Result:
     if _imports_reference(obj):
         result.zero_reason = "the solution uses the reference package `solutions`"
         return result
-    with quiet(), standing_in(namespace, exercise.stand_ins), recording(exercise.forbidden) as calls:
-        run_each(exercise, obj, result)
+    record = Record()  # the learner's code gets copies of the checks' inputs (grader.kept)
+    with quiet(), standing_in(namespace, exercise.stand_ins), recording(exercise.forbidden) as calls, \
+            in_place_record(record):
+        run_each(exercise, guarded(obj, record), result)
     if calls:
         result.zero_reason = forbidden_reason(calls)
     return result

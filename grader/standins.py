@@ -1,4 +1,4 @@
-"""Stand-ins across the trust boundary: both halves.
+"""Stand-ins across the trust boundary: the child's half.
 
 An exercise's checks put correct versions of the other exercises it builds on into the learner's
 namespace (`Exercise.stand_ins`), so a mistake costs points once. Those correct versions are
@@ -9,7 +9,8 @@ answers, so they stay in the trusted process:
   dropout handling see them), whose forward pass is computed by the trusted side;
 - `Bridge` keeps such a call inside the learner's autograd graph: its backward pass calls back for
   the gradients of the inputs and parameters;
-- `StandInHost` is the trusted side's answer to those calls (grader.remote.Session derives from it).
+- `grader.standin_host.StandInHost` is the trusted side's answer to those calls (grader.remote.Session
+  derives from it).
 """
 from __future__ import annotations
 
@@ -17,9 +18,8 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-from torch.func import functional_call
 
-from grader.wire import Endpoint, WireError
+from grader.wire import Endpoint
 
 PLAIN = (type(None), bool, int, float, str)
 
@@ -116,10 +116,13 @@ def _bridged(endpoint: Endpoint, op: str, head: list, args: tuple, kwargs: dict,
 
 
 class TrustedStub:
-    """A trusted object (a stand-in, or a model a check hands over) in the learner's namespace."""
+    """A trusted object (a stand-in, or a model a check hands over) in the learner's namespace. What
+    the learner's code may do with it is what the trusted side serves: call it, build a stand-in
+    class, read a data attribute (`model.block_size`, `model.training`) and switch a handed-over
+    module between `train()` and `eval()`."""
 
-    def __init__(self, endpoint: Endpoint, key: int, kind: str):
-        self._endpoint, self._key, self._kind = endpoint, key, kind
+    def __init__(self, endpoint: Endpoint, key: int, kind: str, methods: dict | None = None):
+        self._endpoint, self._key, self._kind, self._methods = endpoint, key, kind, methods or {}
 
     def __call__(self, *args, **kwargs):
         if self._kind == "class":
@@ -130,7 +133,17 @@ class TrustedStub:
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
-        return self._endpoint.request("cb_getattr", self, name)
+        if name in self._methods:  # a method of the model's own interface, handed out as a callable
+            return self._methods[name]
+        if name == "train":
+            return lambda mode=True: self._mode(bool(mode))
+        if name == "eval":
+            return lambda: self._mode(False)
+        return self._endpoint.request("cb_attribute", self, name)
+
+    def _mode(self, training: bool) -> "TrustedStub":
+        self._endpoint.request("cb_mode", self, training)
+        return self
 
     def __repr__(self) -> str:
         return "<a correct version, standing in>"
@@ -164,112 +177,3 @@ class Shadow(nn.Module):
                  "fixed": {name: m.p for name, m in top.named_modules() if isinstance(m, FixedDropout)},
                  "buffers": {name: b for name, b in top.named_buffers()}}
         return _bridged(endpoint, "cb_forward", [inst, path, list(named), state], args, kwargs, list(named.values()))
-
-
-def _tree(module: nn.Module) -> dict:
-    """A stand-in module's parameters, buffers, children and plain settings, for its Shadow."""
-    return {
-        "params": {n: [p.detach(), p.requires_grad] for n, p in module.named_parameters(recurse=False)},
-        "buffers": {n: b for n, b in module.named_buffers(recurse=False)},
-        "children": {n: {"dropout": c.p} if isinstance(c, nn.Dropout) else _tree(c) for n, c in module.named_children()},
-        "attrs": {n: v for n, v in vars(module).items() if not n.startswith("_") and n != "training" and type(v) in PLAIN},
-    }
-
-
-def _leaves(structure: list, wants: list[int]) -> tuple[Any, list]:
-    """`structure` with the tensors at positions `wants` (in flattening order) made fresh leaves."""
-    tensors: list = []
-    template = _flatten(structure, tensors)
-    for i in wants:
-        if type(i) is not int or not 0 <= i < len(tensors):
-            raise WireError("a gradient asked for an input that is not there")
-        tensors[i] = tensors[i].detach().requires_grad_(True)
-    return _fill(template, tensors), tensors
-
-
-class StandInHost:
-    """The trusted side: builds stand-ins, runs their forward passes, answers their backward passes."""
-
-    codec: Any
-    tokens: dict
-
-    # ---------------------------------------------------------------- calls from the child
-    def handle(self, op: str, args: list) -> Any:
-        method = getattr(self, f"cb_{op.removeprefix('cb_')}", None) if op.startswith("cb_") else None
-        if method is None:
-            raise WireError(f"unknown callback {op!r}")
-        return method(*args)
-
-    def _run(self, fn, args, kwargs, extra, wants, grad, rng) -> dict:
-        """`fn(args, kwargs, extra)` with the wanted inputs made leaves; its graph kept for `cb_backward`."""
-        generators, self.codec.incoming_generators = self.codec.incoming_generators, []
-        (args, kwargs, extra), tensors = _leaves([args, kwargs, extra], wants)
-        torch.set_rng_state(rng)
-        with torch.set_grad_enabled(bool(grad)):
-            value = fn(args, kwargs, extra)
-        token = None
-        if wants:
-            token = len(self.tokens) + 1
-            self.tokens[token] = ([tensors[i] for i in wants], value, list(wants), len(tensors))
-        changed = [[key, g.get_state()] for g, before, key in generators if not torch.equal(g.get_state(), before)]
-        return {"value": value, "token": token, "rng": torch.get_rng_state(), "changed": changed}
-
-    def cb_call(self, target, args, kwargs, extra, wants, grad, rng):
-        handed_out = any(v is target for v in self.codec.table.values())
-        if not handed_out or not callable(target) or isinstance(target, torch.Tensor):
-            raise TypeError("this object cannot be called")
-        return self._run(lambda a, k, _: target(*a, **k), args, kwargs, extra, wants, grad, rng)
-
-    def cb_new(self, cls, args, kwargs):
-        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-            raise TypeError("not a module class")
-        inst = cls(*args, **kwargs)
-        return {"inst": inst, "tree": _tree(inst)}
-
-    def cb_forward(self, inst, path, names, state, args, kwargs, extra, wants, grad, rng):
-        if not isinstance(inst, nn.Module):
-            raise TypeError("not a module")
-        for name, module in inst.named_modules():
-            module.training = bool(state["training"].get(name, module.training))
-            if name in state["p"] and isinstance(module, (nn.Dropout, FixedDropout)):
-                module.p = float(state["p"][name])
-        for name, p in state["fixed"].items():
-            owner, _, attr = name.rpartition(".")
-            if isinstance(getattr(inst.get_submodule(owner), attr, None), nn.Dropout):
-                setattr(inst.get_submodule(owner), attr, FixedDropout(p))
-        target = inst.get_submodule(path) if path else inst
-        prefix = f"{path}." if path else ""
-
-        def forward(a, k, values):
-            tensors = {n.removeprefix(prefix): v for n, v in zip(names, values) if n.startswith(prefix)}
-            tensors.update({n.removeprefix(prefix): b for n, b in state["buffers"].items() if n.startswith(prefix)})
-            return functional_call(target, tensors, tuple(a), k, strict=False)
-
-        return self._run(forward, args, kwargs, extra, wants, grad, rng)
-
-    def cb_backward(self, token, grads):
-        if token not in self.tokens:
-            raise WireError("a backward pass for a call the grader does not know")
-        inputs, value, wants, count = self.tokens[token]
-        outputs: list = []
-        _flatten(value, outputs)
-        pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
-        result: list = [None] * count
-        if pairs:
-            found = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
-                                        allow_unused=True, retain_graph=True)
-            for i, g in zip(wants, found):
-                result[i] = g
-        return result
-
-    def cb_getattr(self, target, name):
-        if not isinstance(name, str) or name.startswith("_"):
-            raise AttributeError(name)
-        value = getattr(target, name)
-        if type(value) in PLAIN or isinstance(value, (torch.Tensor, nn.Module)):
-            return value
-        if getattr(value, "__self__", None) is target:
-            return value  # a bound method of the object itself
-        raise AttributeError(f"{name} is not available to the learner's code")
-
-

@@ -28,6 +28,11 @@ import torch
 MAX_HEADER = 16 * 1024 * 1024  # bytes of one JSON header
 MAX_FRAMES = 4096  # tensors in one message
 MAX_TENSOR_BYTES = 512 * 1024 * 1024  # bytes of one message's tensors, together
+# What one message may decode into (tensors, `$bytes`, `$gen`, strings, containers): a bound on
+# what the receiver builds, not only on what it reads; with each frame decoded at most once, a
+# message cannot make one frame into many tensors (issue 29: 24 references to one 64 MB frame).
+MAX_DECODED_BYTES = MAX_TENSOR_BYTES + 64 * 1024 * 1024
+NODE_BYTES = 64  # what one decoded container or scalar is counted as
 
 
 class WireError(Exception):
@@ -158,11 +163,15 @@ class Codec:
         return {"key": self.keep(g)}
 
     def decode(self, node: Any, frames: list[bytes], depth: int = 0) -> Any:
+        if type(frames) is not Frames:  # one message: its frames, and what decoding it may build
+            frames = Frames(frames)
         if depth > 100:
             raise WireError("nested too deeply")
+        frames.spend(len(node) if type(node) is str else NODE_BYTES)
         if node is None or type(node) in (bool, int, float, str):
             return node
         if type(node) is list:
+            frames.spend(8 * len(node))
             return [self.decode(v, frames, depth + 1) for v in node]
         if type(node) is not dict or not node:
             raise WireError(f"unexpected {type(node).__name__} in a message")
@@ -178,6 +187,9 @@ class Codec:
             items = [sub(v) for v in body]
             return frozenset(items) if node.get("frozen") else set(items)
         if tag == "$bytes":
+            if type(body) is not str:
+                raise WireError("bytes that are not base64 text")
+            frames.spend(len(body))
             return base64.b64decode(body)
         if tag == "$size":
             return torch.Size([int(n) for n in body])
@@ -194,11 +206,14 @@ class Codec:
         if tag == "$t":
             return self.decode_tensor(node, raw_from(node, frames), frames)
         if tag == "$gen":
-            g = torch.Generator()
-            g.set_state(tensor_from(_frame(frames, body), "uint8", [len(_frame(frames, body))]))
+            g, blob = torch.Generator(), _frame(frames, body)
+            g.set_state(tensor_from(blob, "uint8", [len(blob)]))
             return self.decode_generator(node, g)
         if tag in ("$ref", "$echo"):
-            return self.decode_ref(node)
+            found = self.decode_ref(node)
+            if isinstance(found, torch.Tensor):  # an echoed tensor may arrive as a copy: count it
+                frames.spend(found.nelement() * found.element_size())
+            return found
         raise WireError(f"unknown tag {tag}")
 
     def decode_generator(self, node: dict, g: torch.Generator) -> torch.Generator:
@@ -210,9 +225,29 @@ def raw_from(node: dict, frames: list[bytes]) -> torch.Tensor:
     return tensor_from(_frame(frames, node.get("$t")), node.get("dtype"), node.get("shape"))
 
 
+class Frames(list):
+    """One message's frames while it is decoded: each may be decoded once, and everything decoded
+    is counted against MAX_DECODED_BYTES."""
+
+    def __init__(self, blobs):
+        super().__init__(blobs)
+        self.used: set[int] = set()
+        self.spent = 0
+
+    def spend(self, n: int) -> None:
+        self.spent += n
+        if self.spent > MAX_DECODED_BYTES:
+            raise WireError(f"a message that decodes into more than {MAX_DECODED_BYTES} bytes")
+
+
 def _frame(frames: list[bytes], index: Any) -> bytes:
     if type(index) is not int or not 0 <= index < len(frames):
         raise WireError("a tensor points at a frame that is not there")
+    if type(frames) is Frames:
+        if index in frames.used:
+            raise WireError("a message refers to one frame twice")
+        frames.used.add(index)
+        frames.spend(len(frames[index]))
     return frames[index]
 
 

@@ -84,3 +84,42 @@ def test_the_worker_sets_the_course_grading_switch():
     from grader.worker import GRADING_ENV as WORKER_ENV
 
     assert WORKER_ENV == GRADING_ENV
+
+
+def test_one_frame_is_decoded_at_most_once():
+    """Issue 29: a forged reply that names one 64 MB frame 24 times took the grader to 1.95 GB."""
+    frames = [b"\x00" * 4096]
+    node = {"$t": 0, "dtype": "float32", "shape": [1024]}
+    assert Codec().decode([node], frames)[0].shape == (1024,)
+    with pytest.raises(WireError, match="one frame twice"):
+        Codec().decode([node] * 24, frames)
+    gen = {"$gen": 0}
+    with pytest.raises(WireError, match="one frame twice"):
+        Codec().decode([node, gen], frames)
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: ["x" * n] * 8,  # strings
+    lambda n: [{"$bytes": "AAAA" * (n // 4)}] * 8,  # bytes
+    lambda n: [[0] * (n // 72)] * 8,  # containers (each item counted as 64 + 8 bytes)
+])
+def test_what_a_message_decodes_into_is_bounded(monkeypatch, make):
+    import grader.wire as wire
+
+    monkeypatch.setattr(wire, "MAX_DECODED_BYTES", 100_000)
+    Codec().decode(make(10_000), [])
+    with pytest.raises(WireError, match="decodes into more than"):
+        Codec().decode(make(20_000), [])
+
+
+def test_echoed_tensors_count_against_the_bound(monkeypatch):
+    import grader.wire as wire
+
+    class Echoing(Codec):
+        def decode_ref(self, node):
+            return torch.zeros(1000)  # a fresh copy each time, as the trusted side's echo is
+
+    monkeypatch.setattr(wire, "MAX_DECODED_BYTES", 100_000)
+    Echoing().decode([{"$echo": 1}] * 10, [])
+    with pytest.raises(WireError, match="decodes into more than"):
+        Echoing().decode([{"$echo": 1}] * 100, [])

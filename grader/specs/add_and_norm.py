@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.spec import Exercise, assert_raises_value_error, assert_tensor, fix_dropout, randn, seeded
+from grader.spec import changed_in_place  # in-place changes are judged by the in-place rule only
 from solutions.multi_head_attention import MultiHeadAttention
 
 LAYER_NORM_ROUTINES = (
@@ -250,7 +251,7 @@ def _(fn):
     x = randn(2, 6, seed=521)
     before = x.clone()
     fn(x, torch.ones(6), torch.zeros(6))
-    if not torch.equal(x, before):
+    if changed_in_place(x, before):
         raise AssertionError("layer_norm changed its input x in place; compute on new tensors")
     assert_raises_value_error(fn, x, torch.ones(5), torch.zeros(6))
     assert_raises_value_error(fn, x, torch.ones(6), torch.zeros(2, 3))
@@ -525,7 +526,7 @@ def _(cls):
     before = x.clone()
     for norm_first in (False, True):
         compare_layer(cls, 12, 3, 7, norm_first, seed=591, x=x, what=f"output, norm_first={norm_first}")
-    if not torch.equal(x, before):
+    if changed_in_place(x, before):
         raise AssertionError("the layer changed its input x in place; use x = x + ..., not x += ...")
 
 

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from grader.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, documented_shapes,
                          fix_dropout, load_torch_attention, randn, seeded, seeded_by_name)
+from grader.spec import changed_in_place  # in-place changes are judged by the in-place rule only
 
 GELU_ROUTINES = ("torch.nn.functional.gelu",)
 ATTENTION_ROUTINES = (
@@ -57,7 +58,7 @@ def assert_number_near(value, expected, sigma, what, z=5.0):
 
 
 def assert_unchanged(before, after, what="the input"):
-    if not torch.equal(before, after):
+    if changed_in_place(after, before):
         raise AssertionError(f"{what} was modified in place; work on a copy (clone) instead")
 
 
@@ -163,13 +164,13 @@ def _(fn):
 def _(fn):
     a, b = [7, 8, 9], [10, 11]
     ids, segments = fn(a, b, 1, 2)
-    if a != [7, 8, 9] or b != [10, 11]:
+    if changed_in_place(a, [7, 8, 9]) or changed_in_place(b, [10, 11]):
         raise AssertionError(f"the input lists were modified: tokens_a is now {a}, tokens_b {b}; build new lists")
     if ids is a or ids is b or segments is a or segments is b:
         raise AssertionError("return new lists, not one of the inputs")
     a2 = [4, 5]
     fn(a2, None, 1, 2)
-    if a2 != [4, 5]:
+    if changed_in_place(a2, [4, 5]):
         raise AssertionError(f"with tokens_b=None, tokens_a was modified to {a2}")
 
 
@@ -520,7 +521,7 @@ def origin(sentence):
 def checked_examples(fn, documents, seed):
     snapshot = copy.deepcopy(documents)
     examples = fn(documents, seeded(seed))
-    if documents != snapshot:
+    if changed_in_place(documents, snapshot):
         raise AssertionError("the documents were modified; leave them as they are")
     if not isinstance(examples, list):
         raise AssertionError(f"make_nsp_examples should return a list, got {type(examples).__name__}")

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from grader.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, fix_dropout, randn, seeded,
                          seeded_by_name)
+from grader.spec import changed_in_place, kept  # in-place changes are judged by the in-place rule only
 
 ATTENTION_ROUTINES = (
     "torch.nn.functional.scaled_dot_product_attention",
@@ -327,7 +328,10 @@ def _(cls):
     model, state = loaded_gpt(cls, 870)
     idx = token_ids(2, 6, 871)
     _, cache = unpack(model(idx[:, :3], use_cache=True), "GPT(prompt)")
+    before = kept(cache)
     first, _ = unpack(model(idx[:, 3:5], cache=cache, use_cache=True), "GPT(2 tokens, cache)")
+    if changed_in_place(cache, before):
+        raise AssertionError("GPT changed the cache passed in (its list or its tensors); return a new cache")
     again, _ = unpack(model(idx[:, 3:5], cache=cache, use_cache=True), "GPT(the same 2 tokens, the same cache)")
     assert_tensor(again, first.detach(), atol=1e-6, what="logits when the same cache is used a second time")
     assert_tensor(first, oracle_logits(state, idx[:, :5])[:, 3:5], atol=1e-5, what="logits with the cache")
@@ -379,7 +383,7 @@ def _(fn):
     inputs, targets = fn(idx)
     assert_tensor(inputs, before[:, :1], atol=0, rtol=0, what="inputs")
     assert_tensor(targets, before[:, 1:], atol=0, rtol=0, what="targets")
-    if not torch.equal(idx, before):
+    if changed_in_place(idx, before):
         raise AssertionError("next_token_targets changed idx")
 
 
@@ -409,7 +413,7 @@ def _(fn):
     logits[0, 1, 2] = float("-inf")
     before = logits.clone()
     assert_tensor(fn(logits, 0.7), before / 0.7, what="apply_temperature(float64 (2, 3, 5), 0.7)")
-    if not torch.equal(logits, before):
+    if changed_in_place(logits, before):
         raise AssertionError("apply_temperature modified logits in place")
 
 
@@ -465,7 +469,7 @@ def _(fn):
     logits[1, 0] = NEG
     before = logits.clone()
     assert_tensor(fn(logits, 3), top_k_stand_in(before, 3), atol=0, rtol=0, what="top_k_filter(float64, 3)")
-    if not torch.equal(logits, before):
+    if changed_in_place(logits, before):
         raise AssertionError("top_k_filter modified logits in place")
     assert_raises_value_error(fn, logits, 0)
 
@@ -539,7 +543,7 @@ def _(fn):
     before = logits.clone()
     out = fn(logits, 0.7)
     assert_tensor(out, top_p_stand_in(before, 0.7), atol=0, rtol=0, what="top_p_filter(float64, 0.7)")
-    if not torch.equal(logits, before):
+    if changed_in_place(logits, before):
         raise AssertionError("top_p_filter modified logits in place")
     for p in (0.0, -0.1, 1.5):
         assert_raises_value_error(fn, logits, p)
@@ -799,7 +803,7 @@ def _(fn):
     fn(model, idx, 3, generator=seeded(991), use_cache=True)
     if any(grad for _, _, grad in model.calls):
         raise AssertionError("the model ran with gradients enabled: wrap the loop in torch.no_grad()")
-    if not torch.equal(idx, before):
+    if changed_in_place(idx, before):
         raise AssertionError("generate changed idx in place")
     if not model.training:
         raise AssertionError("generate switched the model to eval mode; leave its mode to the caller")

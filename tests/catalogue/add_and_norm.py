@@ -496,3 +496,15 @@ class Encoder(nn.Module):
         return x
 '''),
 ]
+
+# issue 29: an input changed in place must never write the expected value (the answer for zeros
+# is the expected value of a check that computes it from the input after the call)
+WRONG += [
+    Variant("layer_norm", "zeroes the input in place and returns the answer for that", '''\
+_ref_layer_norm = layer_norm
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    x.zero_()
+    return _ref_layer_norm(x, weight, bias, eps)
+'''),
+]

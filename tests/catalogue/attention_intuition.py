@@ -373,3 +373,15 @@ def attention_pool(scores, values):
     return torch.matmul(w, values), w
 """),
 ]
+
+# issue 29: an input changed in place must never write the expected value (the answer for zeros
+# is the expected value of a check that computes it from the input after the call)
+WRONG += [
+    Variant("dot_product_score", "zeroes the input in place and returns the answer for that", '''\
+_ref_dot_product_score = dot_product_score
+
+def dot_product_score(q, k):
+    q.zero_()
+    return _ref_dot_product_score(q, k)
+'''),
+]

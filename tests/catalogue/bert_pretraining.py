@@ -711,3 +711,15 @@ def bert_pretraining_loss(mlm_logits, mlm_labels, nsp_logits, nsp_labels):
     return mlm + nsp, mlm, nsp
 '''),
 ]
+
+# issue 29: an input changed in place must never write the expected value (the answer for zeros
+# is the expected value of a check that computes it from the input after the call)
+WRONG += [
+    Variant("gelu", "zeroes the input in place and returns the answer for that", '''\
+_ref_gelu = gelu
+
+def gelu(x):
+    x.zero_()
+    return _ref_gelu(x)
+'''),
+]

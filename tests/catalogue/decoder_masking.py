@@ -516,3 +516,15 @@ def noam_learning_rate(step, d_model, warmup_steps, factor=1.0):
     return scale / math.sqrt(step)
 '''),
 ]
+
+# issue 29: an input changed in place must never write the expected value (the answer for zeros
+# is the expected value of a check that computes it from the input after the call)
+WRONG += [
+    Variant("padding_mask", "fills the input with pad_id in place and returns the answer for that", '''\
+_ref_padding_mask = padding_mask
+
+def padding_mask(token_ids, pad_id):
+    token_ids.fill_(pad_id)
+    return _ref_padding_mask(token_ids, pad_id)
+'''),
+]

@@ -689,3 +689,15 @@ def bpe_decode(ids, merges):
     return buf.decode("utf-8", "replace")
 '''),
 ]
+
+# issue 29: an input changed in place must never write the expected value (the answer for zeros
+# is the expected value of a check that computes it from the input after the call)
+WRONG += [
+    Variant("apply_temperature", "zeroes the input in place and returns the answer for that", '''\
+_ref_apply_temperature = apply_temperature
+
+def apply_temperature(logits, temperature):
+    logits.zero_()
+    return _ref_apply_temperature(logits, temperature)
+'''),
+]

@@ -633,3 +633,15 @@ def sliding_window_mask(T, window, device=None):
     return (f * P).sum() * E
 '''),
 ]
+
+# issue 29: an input changed in place must never write the expected value (the answer for zeros
+# is the expected value of a check that computes it from the input after the call)
+WRONG += [
+    Variant("apply_rope", "zeroes the input in place and returns the answer for that", '''\
+_ref_apply_rope = apply_rope
+
+def apply_rope(x, cos, sin, offset=0):
+    x.zero_()
+    return _ref_apply_rope(x, cos, sin, offset)
+'''),
+]

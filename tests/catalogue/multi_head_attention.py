@@ -287,3 +287,15 @@ def mha_parameter_count(d_model, bias=True):
     return sum(per_layer for _ in ("q", "k", "v", "o"))
 '''),
 ]
+
+# issue 29: an input changed in place must never write the expected value (the answer for zeros
+# is the expected value of a check that computes it from the input after the call)
+WRONG += [
+    Variant("split_heads", "zeroes the input in place and returns the answer for that", '''\
+_ref_split_heads = split_heads
+
+def split_heads(x, num_heads):
+    x.zero_()
+    return _ref_split_heads(x, num_heads)
+'''),
+]

@@ -373,3 +373,17 @@ class LearnedPositionalEmbedding(nn.Module):
         return x + self.embedding.weight[:T].unsqueeze(0)
 '''),
 ]
+
+# issue 29: an input changed in place must never write the expected value (the answer for zeros
+# is the expected value of a check that computes it from the input after the call)
+WRONG += [
+    Variant("PositionalEncoding", "zeroes the input in place and returns the answer for that", '''\
+_RefPositionalEncoding = PositionalEncoding
+
+class PositionalEncoding(_RefPositionalEncoding):
+    def forward(self, x):
+        with torch.no_grad():
+            x.zero_()
+        return super().forward(x)
+'''),
+]

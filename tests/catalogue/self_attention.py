@@ -246,3 +246,15 @@ class SelfAttention(nn.Module):
         return scaled_dot_product_attention(*proj, mask=mask)
 '''),
 ]
+
+# issue 29: an input changed in place must never write the expected value (the answer for zeros
+# is the expected value of a check that computes it from the input after the call)
+WRONG += [
+    Variant("softmax", "zeroes the input in place and returns the answer for that", '''\
+_ref_softmax = softmax
+
+def softmax(x, dim=-1):
+    x.zero_()
+    return _ref_softmax(x, dim)
+'''),
+]
