@@ -249,3 +249,4 @@ CASES = [
     Case("test-cell-duplicated", duplicated_test_cell, 6.0),
     Case("solution-cell-forged-points", forged_solution_points, FULL),
 ]
+from tests.adversarial.attacks_checks import CASES as _more; CASES += _more  # noqa: E402

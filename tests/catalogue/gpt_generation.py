@@ -1,4 +1,4 @@
-from tests.catalogue import Variant
+from tests.catalogue import Variant, do_nothing
 
 
 def _mutate(source: str, *edits: tuple[str, str]) -> str:
@@ -516,6 +516,13 @@ def bpe_encode(text, merges):
         _DECODE, ("    for i in ids:\n        if i not in vocab:\n"
                   "            raise ValueError(f\"unknown id {i}\")\n", ""))),
 ]
+
+# side rules (ValueError, in place) earned these points before issue 29; now they earn nothing
+WRONG += [*do_nothing("GPT", "forward returns None", "forward raises ValueError"),
+          *do_nothing("next_token_targets", "raises ValueError"),
+          *do_nothing("apply_temperature", "raises ValueError"), *do_nothing("sample_next_token", "raises ValueError"),
+          *do_nothing("generate", "returns None", "raises ValueError"),
+          *do_nothing("beam_search", "raises ValueError"), *do_nothing("train_bpe", "raises ValueError")]
 
 CORRECT = [
     Variant("GPT", "own attention with F.softmax in a helper method, chunk instead of split", _GPT),
