@@ -96,6 +96,10 @@ class KernelRecorder(TorchDispatchMode):
         super().__init__()
         self.kernels, self.calls = kernels, calls
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # else torch wraps __torch_dispatch__ with dynamo, whose import costs a child ~1 s
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         dotted = self.kernels.get(func.overloadpacket)
         if dotted is not None and _called_by_learner():
