@@ -51,6 +51,11 @@ KERNELS = {
     "torch.nn.functional.gelu": ("gelu",),
     **dict.fromkeys(("torch.repeat_interleave", "torch.Tensor.repeat_interleave"), ("repeat_interleave",)),
 }
+# Routines whose kernel every call reaches; the others reach theirs on some paths only (SDPA's math path,
+# nn.MultiheadAttention's slow path, RMSNorm on the CPU, repeat_interleave with int repeats) and are also
+# watched by identity, which costs a Python call per torch call.
+ALWAYS_KERNEL = {dotted for dotted, names in KERNELS.items()
+                 if names in (_SOFTMAX, ("_log_softmax",), ("native_layer_norm",), ("gelu",))}
 
 
 def _resolve(dotted: str) -> tuple[Any, str]:
@@ -158,13 +163,13 @@ def recording(routines: tuple[str, ...]):
         yield calls
         return
     functions = {}
-    for dotted in routines:
-        owner, attr = _resolve(dotted)
-        original = getattr(owner, attr)
+    for dotted in [r for r in routines if r not in ALWAYS_KERNEL]:
+        original = getattr(*_resolve(dotted))
         if not isinstance(original, type) and getattr(original, "__hash__", None) is not None:
             functions.setdefault(original, dotted)
     kernels = kernels_of(routines)
-    modes = [FunctionRecorder(functions, calls)] + ([KernelRecorder(kernels, calls)] if kernels else [])
+    modes = ([FunctionRecorder(functions, calls)] if functions else []) + \
+        ([KernelRecorder(kernels, calls)] if kernels else [])
     for mode in modes:
         mode.__enter__()
     try:
