@@ -93,7 +93,7 @@ def judge_unit(unit: dict, release: dict[str, bytes]) -> str:
     """One grading unit on a Dask worker: grader.judge.Pool.judge, as locally; the verdict as JSON."""
     chapter = Chapter(*unit["chapter"])
     pool = _worker_pool(unit["timeout"], unit["limits"], unit["threads"])
-    job = Job(unit["key"], chapter, unit["cells"], _release_dir(chapter.assignment, release))
+    job = Job(unit["key"], chapter, unit["cells"], _release_dir(chapter.assignment, release), unit.get("secret", 0))
     return json.dumps(asdict(pool.judge(job)))
 
 
@@ -188,7 +188,7 @@ class DaskPool:
 
     def _unit(self, job: Job) -> dict:
         return {"key": job.key, "chapter": [job.chapter.number, job.chapter.name], "cells": job.cells,
-                "timeout": self.timeout, "limits": asdict(self.limits), "threads": self.threads}
+                "secret": job.secret, "timeout": self.timeout, "limits": asdict(self.limits), "threads": self.threads}
 
     def judge_all(self, jobs: list[Job], progress: bool = True, done=None) -> dict[str, Verdict]:
         """Send every job to the cluster; `done(job, verdict)` is called in this thread as each comes back."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader import gradebook, skipping
+from grader import gradebook, seeds, skipping
 from grader.chapters import CHAPTERS, Chapter
 from grader.coursedir import CourseDir, database_of
 from grader.judge import Job, Pool, Verdict
@@ -288,10 +288,13 @@ def _load_specs(chapters: list[Chapter]) -> threading.Thread:
 
 def grade_all(course: CourseDir, submissions: list[Submission], released: dict, pool: Pool,
               progress: bool = True, rerun_all: bool = False, term=None,
-              book: gradebook.Locks = gradebook.Locks()) -> None:
+              book: gradebook.Locks = gradebook.Locks(), reuse_secrets: bool = False,
+              secret: int | None = None) -> None:
     """Stage, judge (in parallel, in the sandbox) and record every submission; never stops early.
     `term` (grader.term.Term): due dates, extensions and the late policy; `book`: the locks recording
-    holds on a gradebook other graders share (grader.gradebook)."""
+    holds on a gradebook other graders share (grader.gradebook); `reuse_secrets`: draw the hidden
+    inputs from the secrets kept at the last grading (grader.seeds), as a regrade does; `secret`:
+    one for every submission instead (reproducible scores, for tests)."""
     for sub in submissions:
         stage(course, sub, released, rerun_all)
     staged = [s for s in submissions if s.chapter and s.cells]
@@ -317,8 +320,10 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
     for sub in staged:
         if sub.error:  # nothing to run: record the zero and its reason now
             recorded(sub, None)
-    jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment)
-            for s in staged if not s.error]
+    judged = [s for s in staged if not s.error]
+    drawn = seeds.for_submissions(course.root, judged, reuse_secrets) if secret is None else {}
+    jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment, drawn.get(s.key, secret))
+            for s in judged]
     pool.judge_all(jobs, progress=progress, done=lambda job, verdict: recorded(by_key[job.key], verdict))
     from grader.report import save_notes
 
@@ -326,8 +331,9 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
 
 
 def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: bool = False,
-                limits: Limits = Limits(), rerun_all: bool = False) -> list[dict]:
-    """Grade notebooks offline in a throwaway course directory; one result per path, in order."""
+                limits: Limits = Limits(), rerun_all: bool = False, secret: int | None = None) -> list[dict]:
+    """Grade notebooks offline in a throwaway course directory; one result per path, in order; hidden
+    inputs from a fresh secret per notebook, or from `secret` (grader.grading.grade_all)."""
     submissions = [Submission(Path(p), f"submission{i + 1:03d}") for i, p in enumerate(paths)]
     with Pool(jobs=jobs, timeout=timeout, limits=limits) as pool, tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         pool.start()
@@ -335,7 +341,7 @@ def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: b
         _load_specs(chapters)
         course = CourseDir(Path(tmp), chapters, timeout=timeout)
         released = _release_all(course, chapters, cached=True)
-        grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all)
+        grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, secret=secret)
         return [result_of(course, sub) for sub in submissions]
 
 

@@ -48,6 +48,7 @@ class Job:
     chapter: Chapter
     cells: list[dict]  # per notebook cell: {"kind": "code", "source"} | {"kind": "test", "exercise"} | {"kind": "skip"}
     release_dir: Path
+    secret: int = 0  # the hidden inputs' secret (grader.spec.hidden_inputs): stays in the trusted process
 
 
 @dataclass
@@ -158,7 +159,7 @@ class Pool:
                 elif kind == "test" and message.get("index") in tests and message["index"] not in verdict.cells:
                     index = message["index"]
                     try:
-                        verdict.cells[index] = judge_exercise(tests[index], receive, self.timeout)
+                        verdict.cells[index] = judge_exercise(tests[index], receive, self.timeout, job.secret)
                     except Lost:
                         verdict.error = (f"cell {index + 1} ran past the {self.timeout:g} s limit and could not be "
                                          "interrupted, or its process ended; later cells were not run")

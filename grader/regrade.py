@@ -141,7 +141,7 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
             with book.releasing():
                 released = _release_all(course, [chapter])
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
-                      book=book)
+                      book=book, reuse_secrets=True)
             regraded = snapshot(course, chapter)
             kept = []
             if never_lower:

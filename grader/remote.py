@@ -33,7 +33,7 @@ import torch.nn as nn
 
 from grader import claims
 from grader.standin_host import StandInHost
-from grader.spec import Exercise, in_place_record
+from grader.spec import Exercise, hidden_inputs, in_place_record
 from grader.wire import Codec, Endpoint, Lost, WireError, raw_from
 
 GRACE = 15  # seconds past the time limit before a silent child counts as lost
@@ -272,13 +272,13 @@ def _as_returned(value: Any, now: dict[int, Any], depth: int = 0) -> Any:
     return value
 
 
-def judge_exercise(exercise: Exercise, conn, timeout: float) -> dict:
+def judge_exercise(exercise: Exercise, conn, timeout: float, secret: int = 0) -> dict:
     """Every check of `exercise`, run here against the child's object; the verdict as plain data."""
-    result = evaluate(exercise, conn, timeout)
+    result = evaluate(exercise, conn, timeout, secret)
     return {"passed": result.passed, "failed": [list(f) for f in result.failed], "zero_reason": result.zero_reason}
 
 
-def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0):
+def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0, secret: int = 0):
     """`evaluate` against a forked child that serves `namespace` (no sandbox): how the tests put
     every catalogued submission through the same path as a graded notebook."""
     import multiprocessing
@@ -302,7 +302,7 @@ def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0
             os._exit(code)
     theirs.close()
     try:
-        return evaluate(exercise, ours, timeout)
+        return evaluate(exercise, ours, timeout, secret)
     finally:
         ours.close()
         try:
@@ -312,12 +312,13 @@ def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0
         os.waitpid(pid, 0)
 
 
-def evaluate(exercise: Exercise, conn, timeout: float):
-    """Every check of `exercise`, run in this process against the object the child at `conn` holds."""
+def evaluate(exercise: Exercise, conn, timeout: float, secret: int = 0):
+    """Every check of `exercise`, run in this process against the object the child at `conn` holds;
+    its hidden inputs drawn from `secret` (grader.spec.hidden_inputs), which stays here."""
     from grader.runner import Result, forbidden_reason, run_each
 
     result = Result(exercise.name, exercise.points)
-    with LOCK, torch.random.fork_rng(devices=[]):
+    with LOCK, torch.random.fork_rng(devices=[]), hidden_inputs(secret):
         session = Session(conn, timeout)
         stand_ins = dict(exercise.stand_ins)
         obj = session.request("begin", exercise.name, stand_ins, list(exercise.forbidden), float(timeout))

@@ -22,13 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from grader.forbid import recording
 from grader.kept import Record, guarded
-from grader.spec import Exercise, collect, in_place_record
-
-GRADER_DIR = str(Path(__file__).resolve().parent)
-TORCH_DIR = str(Path(torch.__file__).resolve().parent)
+from grader.spec import Exercise, collect, hidden_inputs, in_place_record
 
 
 class NoCredit(AssertionError):
@@ -104,57 +100,6 @@ def exercises(chapter_name: str) -> dict[str, Exercise]:
         return collect(vars(importlib.import_module(f"grader.specs.{chapter_name}")))
 
 
-def _resolve(dotted: str) -> tuple[Any, str]:
-    parts = dotted.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            owner = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for attr in parts[cut:-1]:
-            owner = getattr(owner, attr)
-        return owner, parts[-1]
-    raise ValueError(f"cannot resolve {dotted}")
-
-
-def _called_by_learner() -> bool:
-    """The nearest caller outside torch decides: grader code is an oracle, anything else is the learner."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(TORCH_DIR):
-            return not filename.startswith(GRADER_DIR)
-        frame = frame.f_back
-    return False
-
-
-@contextlib.contextmanager
-def recording(routines: tuple[str, ...]):
-    """Wrap each routine so a call from learner code is recorded; restore them afterwards."""
-    calls: list[str] = []
-    restore = []
-    for dotted in routines:
-        owner, attr = _resolve(dotted)
-        had_own = attr in vars(owner)
-        original = getattr(owner, attr)
-
-        def wrapper(*args, _original=original, _dotted=dotted, **kwargs):
-            if _called_by_learner():
-                calls.append(_dotted)
-            return _original(*args, **kwargs)
-
-        setattr(owner, attr, wrapper)
-        restore.append((owner, attr, original if had_own else None))
-    try:
-        yield calls
-    finally:
-        for owner, attr, original in reversed(restore):
-            if original is None:
-                delattr(owner, attr)
-            else:
-                setattr(owner, attr, original)
-
-
 @contextlib.contextmanager
 def quiet():
     """Swallow warnings and everything written to stderr, at the Python and the file-descriptor level."""
@@ -209,8 +154,19 @@ def _imports_reference(obj: Any) -> bool:
     return False
 
 
-def evaluate(exercise: Exercise, namespace: dict) -> Result:
-    """Every check of `exercise` against `namespace[exercise.name]`; learner errors become failures."""
+SECRET_ENV = "COURSE_GRADING_SEED"  # the hidden inputs' secret in a kernel (grader.spec.hidden_inputs); 0 if unset
+
+
+def kernel_secret() -> int:
+    try:
+        return int(os.environ.get(SECRET_ENV, "0"))
+    except ValueError:
+        return 0
+
+
+def evaluate(exercise: Exercise, namespace: dict, secret: int | None = None) -> Result:
+    """Every check of `exercise` against `namespace[exercise.name]`; learner errors become failures.
+    Hidden inputs come from `secret` (default: $COURSE_GRADING_SEED, else the seeds as written)."""
     result = Result(exercise.name, exercise.points)
     obj = namespace.get(exercise.name)
     if obj is None:
@@ -221,7 +177,7 @@ def evaluate(exercise: Exercise, namespace: dict) -> Result:
         return result
     record = Record()  # the learner's code gets copies of the checks' inputs (grader.kept)
     with quiet(), standing_in(namespace, exercise.stand_ins), recording(exercise.forbidden) as calls, \
-            in_place_record(record):
+            in_place_record(record), hidden_inputs(kernel_secret() if secret is None else secret):
         run_each(exercise, guarded(obj, record), result)
     if calls:
         result.zero_reason = forbidden_reason(calls)
@@ -251,6 +207,20 @@ def run_each(exercise: Exercise, obj: Any, result: Result, passthrough: tuple = 
             result.failed.append((check.description, f"{type(err).__name__}: {err} (line {line})"))
         else:
             result.passed.append(check.description)
+    side_rules_pay(exercise, result)
+
+
+SIDE_UNPAID = "a side rule pays only when the answer is also right on valid input (no other check passed)"
+
+
+def side_rules_pay(exercise: Exercise, result: Result) -> None:
+    """A passed side check counts only beside a passed check of the answer itself: a softmax that
+    returns None leaves its input alone, and one that always raises raises the ValueErrors."""
+    side = {c.description for c in exercise.checks if c.side}
+    if not side or any(d not in side for d in result.passed):
+        return
+    result.failed += [(d, SIDE_UNPAID) for d in result.passed]
+    result.passed.clear()
 
 
 def forbidden_reason(calls) -> str:

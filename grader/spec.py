@@ -1,10 +1,11 @@
 """How hidden tests are written: an Exercise holds named checks; helpers compare plain tensors."""
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
-
-import zlib
 
 import torch
 
@@ -17,6 +18,7 @@ class Check:
     description: str
     run: Callable[[Any], None]
     states: tuple[str, ...] = ()  # phrases the exercise's docstring must contain (tests/test_docstrings.py)
+    side: bool = False  # a side rule (ValueError, in place): pays only beside a check of the answer itself
 
 
 @dataclass
@@ -36,14 +38,21 @@ class Exercise:
     stand_ins: dict[str, Callable] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
 
-    def check(self, description: str, states: tuple[str, ...] = ()):
+    def check(self, description: str, states: tuple[str, ...] = (), side: bool = False):
         """Register a check. `states` names the phrases of the exercise's docstring that tell the
-        learner the rule this check enforces ("in place", "ValueError", ...); optional."""
+        learner the rule this check enforces ("in place", "ValueError", ...); optional. A `side`
+        check tests a rule beside the answer (bad input raises ValueError, the input is left as it
+        was), which an answer that does nothing (returns None, always raises) also keeps: it pays
+        only when a check that is not a side check passed too (grader.runner.run_each)."""
         def register(fn: Callable[[Any], None]):
-            self.checks.append(Check(description, fn, tuple(states)))
+            self.checks.append(Check(description, fn, tuple(states), side))
             return fn
 
         return register
+
+    def side_check(self, description: str, states: tuple[str, ...] = ()):
+        """`check(..., side=True)`."""
+        return self.check(description, states, side=True)
 
 
 def collect(namespace: dict) -> dict[str, Exercise]:
@@ -51,8 +60,39 @@ def collect(namespace: dict) -> dict[str, Exercise]:
     return {v.name: v for v in namespace.values() if isinstance(v, Exercise)}
 
 
+# The secret of the exercise being judged. Every hidden input is drawn from a check's own seed mixed
+# with it, so what a learner's code records while one submission is graded (and prints into its
+# feedback) says nothing about the inputs of the next grading. 0 means the seeds as written: the
+# in-kernel route and the tests stay reproducible. Set only by the trusted process, never sent.
+_SECRET = [0]
+
+
+@contextlib.contextmanager
+def hidden_inputs(secret: int):
+    """Draw hidden inputs from `secret` while judging one exercise (the caller serialises exercises)."""
+    saved, _SECRET[0] = _SECRET[0], int(secret) % (1 << 128)
+    try:
+        yield
+    finally:
+        _SECRET[0] = saved
+
+
+def mixed(seed: int) -> int:
+    """`seed` itself under secret 0, otherwise a keyed hash of it: seeds that differ stay different,
+    and one derived seed (a generator's state reaches the learner's code) reveals nothing of another."""
+    if not _SECRET[0]:
+        return seed
+    digest = hashlib.blake2b(str(seed).encode(), key=_SECRET[0].to_bytes(16, "little"), digest_size=8)
+    return int.from_bytes(digest.digest(), "little") >> 1
+
+
 def seeded(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator().manual_seed(mixed(seed))
+
+
+def manual_seed(seed: int) -> None:
+    """torch.manual_seed for a check's own use of the global generator (dropout), mixed like `seeded`."""
+    torch.manual_seed(mixed(seed))
 
 
 def seeded_by_name(name: str, seed: int) -> torch.Generator:

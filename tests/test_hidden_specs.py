@@ -4,7 +4,11 @@ catalogued wrong implementation, and gives full marks to correct code written di
 Every submission goes the way a graded notebook goes: the checks run in this process, the
 learner's code in a forked child that answers their calls (grader.remote.evaluate_in_child).
 The reference and the skeleton also go through the in-kernel `evaluate` that stock nbgrader's
-hidden cells call (grader.runner.run_checks)."""
+hidden cells call (grader.runner.run_checks).
+
+A graded notebook's hidden inputs come from a secret drawn for it (grader.spec.hidden_inputs): the
+judged path uses one here, the in-kernel path the seeds as written, and every verdict must hold
+under other secrets too (test_verdicts_hold_under_other_secrets)."""
 import importlib
 
 import pytest
@@ -29,11 +33,19 @@ def ids(params):
     return [f"{c.number}-{v.exercise}-{v.label}" for c, v in params]
 
 
+SECRET = 0x5EC12E7  # what `grader autograde` would have drawn (grader.seeds)
+OTHER_SECRETS = (2 ** 62 + 11,)  # with SECRET (judged) and 0 (in-kernel): three draws per run
+
+
+def judged(exercise, namespace):
+    return evaluate_in_child(exercise, namespace, secret=SECRET)
+
+
 def in_kernel(exercise, namespace):
-    return evaluate(exercise, namespace)
+    return evaluate(exercise, namespace, secret=0)
 
 
-PATHS = {"judged": evaluate_in_child, "in-kernel": in_kernel}
+PATHS = {"judged": judged, "in-kernel": in_kernel}
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -58,15 +70,36 @@ CORRECT = variants("CORRECT")
 @pytest.mark.parametrize("chapter,variant", WRONG, ids=ids(WRONG))
 def test_wrong_implementation_loses_points(chapter, variant):
     namespace = run_source(variant.source, reference_namespace(chapter))
-    result = evaluate_in_child(exercises(chapter.name)[variant.exercise], namespace)
+    result = judged(exercises(chapter.name)[variant.exercise], namespace)
     assert result.score < result.points, f"{variant.label} kept full marks:\n{result.report()}"
+    assert not variant.zero or result.score == 0, f"{variant.label} earned points:\n{result.report()}"
 
 
 @pytest.mark.parametrize("chapter,variant", CORRECT, ids=ids(CORRECT))
 def test_different_correct_implementation_gets_full_marks(chapter, variant):
     namespace = run_source(variant.source, reference_namespace(chapter))
-    result = evaluate_in_child(exercises(chapter.name)[variant.exercise], namespace)
+    result = judged(exercises(chapter.name)[variant.exercise], namespace)
     assert result.score == result.points, f"{variant.label} lost points:\n{result.report()}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.assignment for c in CHAPTERS])
+def test_verdicts_hold_under_other_secrets(chapter):
+    """No check's verdict on the reference, the skeleton or a catalogued answer depends on the draw:
+    full marks, zero, a loss (zero for an answer that does nothing), full marks."""
+    specs, module = exercises(chapter.name), catalogue(chapter)
+    cases = [(name, reference_namespace, "full") for name in specs]
+    cases += [(name, skeleton_namespace, "zero") for name in specs]
+    cases += [(v.exercise, lambda c, v=v: run_source(v.source, reference_namespace(c)), "zero" if v.zero else "less")
+              for v in module.WRONG]
+    cases += [(v.exercise, lambda c, v=v: run_source(v.source, reference_namespace(c)), "full") for v in module.CORRECT]
+    wrong = []
+    for secret in OTHER_SECRETS:
+        for name, namespace, want in cases:
+            result = evaluate(specs[name], namespace(chapter), secret=secret)
+            if not {"full": result.score == result.points, "zero": result.score == 0,
+                    "less": result.score < result.points}[want]:
+                wrong.append(f"secret {secret}: {want} expected\n{result.report()}")
+    assert not wrong, "\n".join(wrong[:3])
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.assignment for c in CHAPTERS])

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples
+from grader import samples, seeds
 from grader.chapters import CHAPTERS, find_chapter
 from grader.demo import write_class
 from grader.grading import autograde_class
@@ -66,8 +66,12 @@ def test_regrading_keeps_every_score(graded_class, tmp_path):
     inbox = tmp_path / "inbox"
     (inbox / "ada").mkdir(parents=True)
     nbformat.write(samples.reference(chapter), inbox / "ada" / chapter.notebook_name)
+    kept = seeds.load(root / "course", chapter.assignment)  # the hidden inputs' secret of each grading
     autograde_class(inbox, root / "course", jobs=1, timeout=60, chapters=[chapter])
     assert scores(root / "course") == before
+    now = seeds.load(root / "course", chapter.assignment)
+    assert {"ada", "ben", "cy", "dee"} <= set(kept) and now["ada"] != kept["ada"]  # a fresh draw per autograde
+    assert {k: v for k, v in now.items() if k != "ada"} == {k: v for k, v in kept.items() if k != "ada"}
 
 
 def test_grade_json_contract(tmp_path):

@@ -96,7 +96,7 @@ def test_feedback_shows_the_learners_own_outputs_of_a_left_out_cell():
 def wrong(chapter, pick):
     """The reference with one catalogued mistake in every exercise (`pick` chooses which)."""
     mistakes = {}
-    for variant in samples.wrong_variants(chapter):
+    for variant in [v for v in samples.wrong_variants(chapter) if not v.zero]:  # realistic mistakes only
         mistakes.setdefault(variant.exercise, []).append(variant.source)
     return samples.with_answers(chapter, {**samples._solutions(chapter),
                                           **{name: pick(sources) for name, sources in mistakes.items()}})
@@ -112,8 +112,9 @@ def test_scores_are_those_of_a_full_run(chapter, tmp_path):
         path.parent.mkdir()
         nbformat.write(nb, path)
         paths.append(str(path))
-    quick = grade_paths(paths, jobs=2, timeout=120)
-    full = grade_paths(paths, jobs=2, timeout=120, rerun_all=True)
+    secret = 0x5EC12E7  # both runs ask the same hidden inputs (a catalogued mistake may pass one draw's check)
+    quick = grade_paths(paths, jobs=2, timeout=120, secret=secret)
+    full = grade_paths(paths, jobs=2, timeout=120, rerun_all=True, secret=secret)
     for kind, fast, slow in zip(notebooks, quick, full):
         assert {k: t["score"] for k, t in fast["tests"].items()} == {k: t["score"] for k, t in slow["tests"].items()}, kind
         assert "error" not in fast and "error" not in slow, (kind, fast.get("error"), slow.get("error"))

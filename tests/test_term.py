@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import export, samples
+from grader import export, samples, seeds
 from grader.chapters import find_chapter
 from grader.cli import main
 from grader.demo import write_class
@@ -186,8 +186,10 @@ def stricter_check():
 def test_regrade_after_a_check_changes(graded, stricter_check):
     course, _ = graded
     before = gradebook(course)
+    kept = seeds.load(course, CHAPTER.assignment)
     rows = {r["student"]: r for r in regrade(course, CHAPTER, term=load_term(course), jobs=2, timeout=60)}
     after = gradebook(course)
+    assert kept and seeds.load(course, CHAPTER.assignment) == kept  # a regrade asks the same hidden inputs
     assert after["ada"][0] < before["ada"][0]
     assert rows["ada"]["old"] == before["ada"][0] and rows["ada"]["new"] == after["ada"][0]
     assert list(rows["ada"]["checks"]) == ["test_softmax"]

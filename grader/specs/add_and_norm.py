@@ -14,7 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import Exercise, assert_raises_value_error, assert_tensor, fix_dropout, randn, seeded
+from grader.spec import (Exercise, assert_raises_value_error, assert_tensor, fix_dropout, manual_seed, randn,
+                         seeded)
 from grader.spec import changed_in_place  # in-place changes are judged by the in-place rule only
 from solutions.multi_head_attention import MultiHeadAttention
 
@@ -245,8 +246,8 @@ def _(fn):
         assert_tensor(a.grad, t.grad, atol=1e-8, what=f"the gradient of {name}")
 
 
-@layer_norm.check("weight or bias of the wrong shape raises ValueError; x is not modified in place",
-                  states=("Do not modify x in place", "not of shape (D,)"))
+@layer_norm.side_check("weight or bias of the wrong shape raises ValueError; x is not modified in place",
+                       states=("Do not modify x in place", "not of shape (D,)"))
 def _(fn):
     x = randn(2, 6, seed=521)
     before = x.clone()
@@ -391,7 +392,7 @@ def _(cls):
     x = randn(3, 5, 4, seed=556)
     assert_tensor(m.eval()(x), ffn_oracle(x, s), atol=1e-5, what="eval-mode output with dropout=0.5")
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+        manual_seed(0)
         out = m.train()(x)
     zeros = (out == 0).float().mean().item()
     if zeros > 0.2:
@@ -449,12 +450,12 @@ def _(cls):
     m = cls(8, dropout=0.5)
     x, sub = randn(4, 6, 8, seed=568), randn(4, 6, 8, seed=569)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+        manual_seed(0)
         out = m.train()(x, torch.zeros_like(x))
     assert_tensor(out, F.layer_norm(x, (8,)), atol=1e-5, what="training-mode output for sublayer_out = 0")
     assert_tensor(m.eval()(x, sub), F.layer_norm(x + sub, (8,)), atol=1e-5, what="eval-mode output")
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+        manual_seed(0)
         out = m.train()(x, sub)
     if torch.allclose(out, F.layer_norm(x + sub, (8,)), atol=1e-6):
         raise AssertionError("in training mode dropout=0.5 changed nothing: apply self.dropout to sublayer_out")
@@ -655,7 +656,7 @@ def _(cls):
             raise AssertionError(f"layer {i} was not built with dropout=0.25")
 
 
-@Encoder.check("num_layers < 1 raises ValueError")
+@Encoder.side_check("num_layers < 1 raises ValueError")
 def _(cls):
     assert_raises_value_error(cls, 0, 8, 2, 16)
     assert_raises_value_error(cls, -1, 8, 2, 16)

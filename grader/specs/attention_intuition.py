@@ -113,7 +113,7 @@ def _(fn):
     assert_tensor(y_hat, torch.tensor([4.0, 3.0]), atol=1e-5, what="y_hat")
 
 
-@nadaraya_watson.check("a bandwidth <= 0 raises ValueError")
+@nadaraya_watson.side_check("a bandwidth <= 0 raises ValueError")
 def _(fn):
     x = torch.arange(3.0)
     assert_raises_value_error(fn, x, x, x, 0.0)
@@ -159,7 +159,7 @@ def _(fn):
     assert_tensor(fn(q, k), torch.tensor([[3.0, -1.0, 0.5], [6.0, -2.0, 1.0]]))
 
 
-@dot_product_score.check("different feature sizes raise ValueError")
+@dot_product_score.side_check("different feature sizes raise ValueError")
 def _(fn):
     assert_raises_value_error(fn, randn(3, 4, seed=45), randn(3, 5, seed=46))
 
@@ -186,7 +186,7 @@ def _(fn):
     assert_tensor(fn(q, k), torch.tensor([[2.0, 1.0, -1.5]]))
 
 
-@scaled_dot_product_score.check("different feature sizes raise ValueError")
+@scaled_dot_product_score.side_check("different feature sizes raise ValueError")
 def _(fn):
     assert_raises_value_error(fn, randn(2, 3, seed=55), randn(2, 4, seed=56))
 
@@ -269,7 +269,7 @@ def _(cls):
     assert_tensor(module.W.grad, q.T @ upstream @ k, atol=1e-5, what="the gradient of W")
 
 
-@GeneralScore.check("q or k with the wrong feature size raises ValueError", states=("ValueError",))
+@GeneralScore.side_check("q or k with the wrong feature size raises ValueError", states=("ValueError",))
 def _(cls):
     module = cls(3, 2)
     assert_raises_value_error(module, randn(2, 2, seed=116), randn(3, 2, seed=117))
@@ -355,7 +355,7 @@ def _(cls):
         assert grad is not None and grad.abs().sum() > 0, f"no gradient reaches {name}.weight"
 
 
-@AdditiveScore.check("q or k with the wrong feature size raises ValueError")
+@AdditiveScore.side_check("q or k with the wrong feature size raises ValueError")
 def _(cls):
     module = cls(3, 2, 4)
     assert_raises_value_error(module, randn(2, 2, seed=84), randn(3, 2, seed=85))
@@ -406,6 +406,6 @@ def _(fn):
     assert_tensor(output, torch.tensor([[2.0, 1.0], [2.0, 1.0]]), atol=1e-5, what="output")
 
 
-@attention_pool.check("scores and values with different S raise ValueError")
+@attention_pool.side_check("scores and values with different S raise ValueError")
 def _(fn):
     assert_raises_value_error(fn, randn(2, 3, seed=98), randn(4, 2, seed=99))

@@ -17,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, documented_shapes,
-                         fix_dropout, load_torch_attention, randn, seeded, seeded_by_name)
+                         fix_dropout, load_torch_attention, manual_seed, randn, seeded, seeded_by_name)
 from grader.spec import changed_in_place  # in-place changes are judged by the in-place rule only
 
 GELU_ROUTINES = ("torch.nn.functional.gelu",)
@@ -186,7 +186,7 @@ def _(fn):
                            f"build_pair_input(a of length {la}, b of length {lb}, 0, 3)")
 
 
-@build_pair_input.check("an empty tokens_a raises ValueError", states=("ValueError if tokens_a is empty",))
+@build_pair_input.side_check("an empty tokens_a raises ValueError", states=("ValueError if tokens_a is empty",))
 def _(fn):
     assert_raises_value_error(fn, [], [4, 5], 1, 2)
     assert_raises_value_error(fn, [], None, 1, 2)
@@ -306,7 +306,7 @@ def _(cls):
     expected = embeddings_oracle(state, ids, segments)
     assert_tensor(m(ids, segments), expected, atol=1e-5, what="eval-mode output with dropout=0.5")
     m.train()
-    torch.manual_seed(752)
+    manual_seed(752)
     out = m(ids, segments).detach()
     zero = out == 0
     frac = zero.float().mean().item()
@@ -314,8 +314,8 @@ def _(cls):
     assert_tensor(out[~zero], 2 * expected[~zero], atol=1e-4, what="the kept entries (x 1/(1-p)) in training mode")
 
 
-@BertEmbeddings.check("T > max_len, 1-D input_ids or segment_ids of another shape raise ValueError",
-                      states=("ValueError if input_ids is not 2-dimensional, segment_ids has another shape, or T > max_len",))
+@BertEmbeddings.side_check("T > max_len, 1-D input_ids or segment_ids of another shape raise ValueError",
+                           states=("ValueError if input_ids is not 2-dimensional, segment_ids has another shape, or T > max_len",))
 def _(cls):
     m = cls(EV_, ED_, EL_)
     assert_raises_value_error(m, torch.zeros(2, EL_ + 1, dtype=torch.long))
@@ -463,9 +463,9 @@ def _(fn):
                            "Draw every random number from `generator`"))
 def _(fn):
     ids = corpus_batch(20, 30, 775)
-    torch.manual_seed(1)
+    manual_seed(1)
     a = fn(ids, MV_, MASK_ID, SPECIAL, 0.3, seeded(776))
-    torch.manual_seed(2)
+    manual_seed(2)
     b = fn(ids, MV_, MASK_ID, SPECIAL, 0.3, seeded(776))
     c = fn(ids, MV_, MASK_ID, SPECIAL, 0.3, seeded(777))
     for x, y in zip(a, b):
@@ -474,7 +474,7 @@ def _(fn):
                                  "from `generator` (torch.rand(..., generator=generator))")
     if torch.equal(a[1], c[1]) and torch.equal(a[0], c[0]):
         raise AssertionError("two different generator seeds gave the same result")
-    torch.manual_seed(3)
+    manual_seed(3)
     d = fn(ids, MV_, MASK_ID, list(SPECIAL), 0.3)  # generator=None: torch's global generator
     if type(d[0]) is not torch.Tensor or d[0].shape != ids.shape:
         raise AssertionError("generator=None should work (torch's global generator)")
@@ -491,8 +491,8 @@ def _(fn):
     assert_tensor(labels, torch.where(non_special(ids), ids, -100), atol=0, rtol=0, what="labels at p=1")
 
 
-@mask_tokens.check("mlm_probability outside [0, 1] or 1-D input_ids raise ValueError",
-                   states=("ValueError if input_ids is not 2-dimensional or mlm_probability is outside [0, 1]",))
+@mask_tokens.side_check("mlm_probability outside [0, 1] or 1-D input_ids raise ValueError",
+                        states=("ValueError if input_ids is not 2-dimensional or mlm_probability is outside [0, 1]",))
 def _(fn):
     ids = corpus_batch(2, 10, 781)
     assert_raises_value_error(fn, ids, MV_, MASK_ID, SPECIAL, 1.5, seeded(0))
@@ -656,9 +656,9 @@ def _(fn):
                          states=("the source of ALL randomness", "Draw every random number from `generator`"))
 def _(fn):
     documents = numbered_documents([5] * 20, 802)
-    torch.manual_seed(1)
+    manual_seed(1)
     a = fn(documents, seeded(803))
-    torch.manual_seed(2)
+    manual_seed(2)
     b = fn(documents, seeded(803))
     c = fn(documents, seeded(804))
 
@@ -672,8 +672,8 @@ def _(fn):
         raise AssertionError("two different generator seeds gave the same examples")
 
 
-@make_nsp_examples.check("fewer than 2 documents, or an empty document, raise ValueError",
-                         states=("ValueError if there are fewer than 2 documents or a document is empty",))
+@make_nsp_examples.side_check("fewer than 2 documents, or an empty document, raise ValueError",
+                              states=("ValueError if there are fewer than 2 documents or a document is empty",))
 def _(fn):
     assert_raises_value_error(fn, numbered_documents([5], 805), seeded(0))
     assert_raises_value_error(fn, [], seeded(0))
@@ -806,8 +806,11 @@ def _(cls):
             state[name] = state[name] / 1e-3
             dict(m.named_parameters())[name].copy_(state[name])
     ids, segments = bert_inputs(2, 6, 841)
-    _, mlm, nsp = bert_oracle(state, ids, segments)
+    hidden, mlm, nsp = bert_oracle(state, ids, segments)
     assert_bert_output(m(ids, segments), mlm, nsp, "with small-scale weights", atol=1e-4)
+    # The heads' own biases dominate their inputs at this scale and the last norm undoes any scaling, so
+    # the logits alone miss an eps of 1e-5 for some draws; the hidden states (about 1e-3) never do.
+    assert_tensor(m.encode(ids, segments), hidden, atol=1e-7, rtol=1e-3, what="encode(...) with small-scale weights")
 
 
 @BertForPretraining.check("encode(input_ids, segment_ids, attention_mask) returns the final hidden states (B, T, D)",
@@ -847,7 +850,7 @@ def _(cls):
     if isinstance(getattr(m.embeddings, "dropout", None), nn.Dropout):
         m.embeddings.dropout.p = 0.0  # the embeddings are graded on their own: the layers must be random here
     m.train()
-    torch.manual_seed(872)
+    manual_seed(872)
     a = m(ids, segments)[0].detach()
     b = m(ids, segments)[0].detach()
     if torch.equal(a, b):
@@ -901,8 +904,8 @@ def _(cls):
         raise
 
 
-@BertForPretraining.check("bad arguments raise ValueError (num_layers=0, 1-D input_ids, segment_ids or attention_mask of another shape)",
-                          states=("ValueError if num_layers < 1, input_ids is not 2-dimensional, or segment_ids or attention_mask is not of shape (B, T)",))
+@BertForPretraining.side_check("bad arguments raise ValueError (num_layers=0, 1-D input_ids, segment_ids or attention_mask of another shape)",
+                               states=("ValueError if num_layers < 1, input_ids is not 2-dimensional, or segment_ids or attention_mask is not of shape (B, T)",))
 def _(cls):
     assert_raises_value_error(cls, BV_, BD_, BH_, 0, BFF_)
     m = cls(BV_, BD_, BH_, BN_, BFF_, max_len=BL_)
@@ -992,8 +995,8 @@ def _(fn):
     assert_tensor(nsp_logits.grad, expected_nsp, atol=1e-6, what="d total / d nsp_logits")
 
 
-@bert_pretraining_loss.check("bad shapes raise ValueError",
-                             states=("ValueError if mlm_logits is not 3-dimensional, mlm_labels is not (B, T), nsp_logits is not (B, 2) or nsp_labels is not (B,)",))
+@bert_pretraining_loss.side_check("bad shapes raise ValueError",
+                                  states=("ValueError if mlm_logits is not 3-dimensional, mlm_labels is not (B, T), nsp_logits is not (B, 2) or nsp_labels is not (B,)",))
 def _(fn):
     mlm_logits, labels, nsp_logits, nsp_labels = loss_inputs(2, 4, 5, 893)
     assert_raises_value_error(fn, mlm_logits[0], labels[0], nsp_logits, nsp_labels)

@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.spec import (Exercise, assert_raises_value_error, assert_tensor, documented_shapes, fix_dropout,
-                         load_torch_attention, randn, seeded, seeded_by_name)
+                         load_torch_attention, manual_seed, randn, seeded, seeded_by_name)
 from grader.spec import changed_in_place  # in-place changes are judged by the in-place rule only
 from solutions.add_and_norm import PositionwiseFeedForward
 from solutions.multi_head_attention import MultiHeadAttention
@@ -194,7 +194,7 @@ def _(fn):
         assert_tensor(m, torch.ones(3, 3).tril().bool(), atol=0, rtol=0, what="causal_mask(3, device=...)")
 
 
-@causal_mask.check("T < 1 raises ValueError")
+@causal_mask.side_check("T < 1 raises ValueError")
 def _(fn):
     assert_raises_value_error(fn, 0)
     assert_raises_value_error(fn, -2)
@@ -242,7 +242,7 @@ def _(fn):
         raise AssertionError("padding_mask changed token_ids in place")
 
 
-@padding_mask.check("token_ids that are not (B, S) raise ValueError")
+@padding_mask.side_check("token_ids that are not (B, S) raise ValueError")
 def _(fn):
     assert_raises_value_error(fn, torch.tensor([1, 2, 0]), 0)
     assert_raises_value_error(fn, torch.zeros(2, 3, 4, dtype=torch.long), 0)
@@ -359,7 +359,7 @@ def _(cls):
                   what="training-mode output")
 
 
-@DecoderLayer.check("x and memory that disagree in batch size or width raise ValueError")
+@DecoderLayer.side_check("x and memory that disagree in batch size or width raise ValueError")
 def _(cls):
     m = cls(D_, H_, FF_)
     assert_raises_value_error(m, randn(2, 4, D_, seed=653), randn(3, 4, D_, seed=654))
@@ -401,7 +401,7 @@ def _(cls):
                    states=("N(0, 1/D)", "std=d_model ** -0.5"))
 def _(cls):
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+        manual_seed(0)
         m = cls(400, 16, 2, 1, 24, max_len=8, pad_id=0)
     weight = m.embedding.embedding.weight.detach()
     std, mean = weight.std().item(), weight.mean().item()
@@ -503,7 +503,7 @@ def _(cls):
     assert_tensor(m.decode(tgt, memory, src), m(src, tgt).detach(), atol=1e-6, what="decode(tgt, encode(src), src)")
 
 
-@Transformer.check("bad arguments raise ValueError (1-D src, batch sizes that differ, num_layers=0)")
+@Transformer.side_check("bad arguments raise ValueError (1-D src, batch sizes that differ, num_layers=0)")
 def _(cls):
     m = cls(V_, TD_, TH_, TN_, TFF_, max_len=32, pad_id=0)
     assert_raises_value_error(m, torch.tensor([3, 4, 5]), torch.tensor([[1, 5]]))
@@ -633,7 +633,7 @@ def _(fn):
     assert_tensor(out, torch.tensor([[3, 4, 6, 7, 0]]), atol=0, rtol=0, what="greedy_decode(start_id=3, end_id=0)")
 
 
-@greedy_decode.check("max_len < 1 or a src that is not (B, S) raises ValueError")
+@greedy_decode.side_check("max_len < 1 or a src that is not (B, S) raises ValueError")
 def _(fn):
     assert_raises_value_error(fn, ChainModel(CHAINS[:1]), torch.tensor([[3]]), 0, 1, 2)
     assert_raises_value_error(fn, ChainModel(CHAINS[:1]), torch.tensor([3, 4]), 5, 1, 2)
@@ -673,7 +673,7 @@ def _(fn):
                   what="label_smoothing_distribution([1, 0], 2, 0.25)")
 
 
-@label_smoothing_distribution.check("smoothing < 0 or >= 1 and num_classes < 2 raise ValueError")
+@label_smoothing_distribution.side_check("smoothing < 0 or >= 1 and num_classes < 2 raise ValueError")
 def _(fn):
     t = torch.tensor([0, 1])
     assert_raises_value_error(fn, t, 3, -0.1)
@@ -681,7 +681,7 @@ def _(fn):
     assert_raises_value_error(fn, torch.tensor([0]), 1, 0.1)
 
 
-@label_smoothing_distribution.check("a target outside [0, C) raises ValueError")
+@label_smoothing_distribution.side_check("a target outside [0, C) raises ValueError")
 def _(fn):
     assert_raises_value_error(fn, torch.tensor([0, 3]), 3, 0.1)
     assert_raises_value_error(fn, torch.tensor([-100, 1]), 3, 0.1)
@@ -772,7 +772,7 @@ def _(fn):
     assert_tensor(logits.grad, expected, atol=1e-6, what="d loss / d logits")
 
 
-@label_smoothed_loss.check("bad smoothing or shapes raise ValueError")
+@label_smoothed_loss.side_check("bad smoothing or shapes raise ValueError")
 def _(fn):
     logits, targets = randn(3, 4, seed=746), torch.tensor([0, 1, 2])
     assert_raises_value_error(fn, logits, targets, 1.0)
@@ -826,13 +826,13 @@ def _(fn):
                       f"noam_learning_rate({step}, 256, 30, factor=2.5)")
 
 
-@noam_learning_rate.check("step < 1 raises ValueError (the schedule counts steps from 1)", states=("counted from 1",))
+@noam_learning_rate.side_check("step < 1 raises ValueError (the schedule counts steps from 1)", states=("counted from 1",))
 def _(fn):
     assert_raises_value_error(fn, 0, 512, 4000)
     assert_raises_value_error(fn, -3, 512, 4000)
 
 
-@noam_learning_rate.check("warmup_steps < 1 or d_model < 1 raises ValueError")
+@noam_learning_rate.side_check("warmup_steps < 1 or d_model < 1 raises ValueError")
 def _(fn):
     assert_raises_value_error(fn, 10, 512, 0)
     assert_raises_value_error(fn, 10, 0, 4000)

@@ -18,8 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, fix_dropout, randn, seeded,
-                         seeded_by_name)
+from grader.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, fix_dropout, manual_seed,
+                         mixed, randn, seeded, seeded_by_name)
 from grader.spec import changed_in_place, kept  # in-place changes are judged by the in-place rule only
 
 ATTENTION_ROUTINES = (
@@ -216,8 +216,10 @@ def _(cls):
 @GPT.check("fresh weights as GPT-2: Linear and Embedding weights with std 0.02, biases 0",
            states=("Linear and Embedding weights from N(0, 0.02^2), biases 0",))
 def _(cls):
-    torch.manual_seed(801)
+    manual_seed(801)
     model = cls(V_, BLOCK_, LAYERS_, HEADS_, 32)
+    if not any(p.dim() == 2 for p in model.parameters()):  # else a module with no layers passes
+        raise AssertionError("the model holds no weight matrices: create its layers in __init__")
     for name, p in model.named_parameters():
         if p.dim() == 2 and not 0.015 < p.detach().std().item() < 0.025:
             raise AssertionError(f"{name} has std {p.detach().std().item():.4f}; initialise it from N(0, 0.02^2)")
@@ -261,7 +263,7 @@ def _(cls):
     idx = token_ids(2, 6, 841)
     assert_tensor(model(idx), oracle_logits(state, idx), atol=1e-5, what="GPT(dropout=0.5).eval()(idx)")
     model.train()
-    torch.manual_seed(842)
+    manual_seed(842)
     if torch.allclose(model(idx).detach(), oracle_logits(state, idx), atol=1e-4):
         raise AssertionError("in train mode with dropout=0.5 the logits should differ from eval mode")
 
@@ -337,8 +339,8 @@ def _(cls):
     assert_tensor(first, oracle_logits(state, idx[:, :5])[:, 3:5], atol=1e-5, what="logits with the cache")
 
 
-@GPT.check("ValueError: T > block_size, cached + new > block_size, idx not (B, T), d_model % n_head != 0",
-           states=("ValueError if d_model % n_head != 0, idx is not (B, T), or S + T > block_size",))
+@GPT.side_check("ValueError: T > block_size, cached + new > block_size, idx not (B, T), d_model % n_head != 0",
+                states=("ValueError if d_model % n_head != 0, idx is not (B, T), or S + T > block_size",))
 def _(cls):
     model, _ = loaded_gpt(cls, 880)
     assert_raises_value_error(model, token_ids(1, BLOCK_ + 1, 881))
@@ -387,8 +389,8 @@ def _(fn):
         raise AssertionError("next_token_targets changed idx")
 
 
-@next_token_targets.check("ValueError for a 1-D idx and for T < 2",
-                          states=("ValueError if idx is not 2-dimensional or T < 2",))
+@next_token_targets.side_check("ValueError for a 1-D idx and for T < 2",
+                               states=("ValueError if idx is not 2-dimensional or T < 2",))
 def _(fn):
     assert_raises_value_error(fn, torch.tensor([1, 2, 3]))
     assert_raises_value_error(fn, torch.tensor([[1], [2]]))
@@ -417,7 +419,7 @@ def _(fn):
         raise AssertionError("apply_temperature modified logits in place")
 
 
-@apply_temperature.check("ValueError for temperature 0 and below", states=("ValueError if temperature <= 0",))
+@apply_temperature.side_check("ValueError for temperature 0 and below", states=("ValueError if temperature <= 0",))
 def _(fn):
     assert_raises_value_error(fn, torch.zeros(1, 3), 0)
     assert_raises_value_error(fn, torch.zeros(1, 3), -1.0)
@@ -495,8 +497,8 @@ def nucleus_expected(probs: torch.Tensor, p: float) -> torch.Tensor:
                     states=("the token that crosses p is kept",))
 def _(fn):
     logits = NUCLEUS_PROBS.log()[None]
-    for p, kept in ((0.6, [False, True, False, True]), (0.8, [True, True, False, True])):
-        expected = logits.masked_fill(~torch.tensor([kept]), NEG)
+    for p, kept_mask in ((0.6, [False, True, False, True]), (0.8, [True, True, False, True])):
+        expected = logits.masked_fill(~torch.tensor([kept_mask]), NEG)
         assert_tensor(fn(logits, p), expected, atol=0, rtol=0, what=f"top_p_filter(logits, {p})")
 
 
@@ -660,9 +662,9 @@ def _(fn):
                          states=("draw every random number from `generator`",))
 def _(fn):
     logits = randn(64, 5, seed=950)
-    torch.manual_seed(1)
+    manual_seed(1)
     a = fn(logits, generator=seeded(951))
-    torch.manual_seed(2)
+    manual_seed(2)
     b = fn(logits, generator=seeded(951))
     c = fn(logits, generator=seeded(952))
     if type(a) is not torch.Tensor or not torch.equal(a, b):
@@ -672,8 +674,8 @@ def _(fn):
         raise AssertionError("generators with different seeds gave identical tokens for 64 rows")
 
 
-@sample_next_token.check("ValueError for 1-D logits and a negative temperature",
-                         states=("ValueError if logits is not 2-dimensional or temperature < 0",))
+@sample_next_token.side_check("ValueError for 1-D logits and a negative temperature",
+                              states=("ValueError if logits is not 2-dimensional or temperature < 0",))
 def _(fn):
     assert_raises_value_error(fn, torch.zeros(5))
     assert_raises_value_error(fn, torch.zeros(2, 5), temperature=-0.5)
@@ -785,16 +787,16 @@ def _(fn):
 def _(fn):
     model = WindowModel(seed=985)
     idx = torch.tensor([[1, 2], [3, 4], [5, 6]])
-    torch.manual_seed(1)
+    manual_seed(1)
     a = fn(model, idx, 8, generator=seeded(986))
-    torch.manual_seed(2)
+    manual_seed(2)
     b = fn(model, idx, 8, generator=seeded(986))
     assert_tensor(b, a, atol=0, rtol=0, what="generate with a generator seeded alike")
     assert_tensor(fn(model, idx, 0), idx, atol=0, rtol=0, what="generate(model, idx, 0)")
 
 
-@generate.check("no gradients are recorded; idx and the model's mode are left unchanged",
-                states=("Runs without gradients (torch.no_grad)", "leaves idx and the model's mode unchanged"))
+@generate.side_check("no gradients are recorded; idx and the model's mode are left unchanged",
+                     states=("Runs without gradients (torch.no_grad)", "leaves idx and the model's mode unchanged"))
 def _(fn):
     model = WindowModel(seed=990).train()
     idx = torch.tensor([[1, 2, 3]])
@@ -823,8 +825,8 @@ def _(fn):
                                      "leave the mode to the caller; do not call model.eval() or model.train()")
 
 
-@generate.check("ValueError for a 1-D idx and for max_new_tokens < 0",
-                states=("ValueError if idx is not 2-dimensional or max_new_tokens < 0",))
+@generate.side_check("ValueError for a 1-D idx and for max_new_tokens < 0",
+                     states=("ValueError if idx is not 2-dimensional or max_new_tokens < 0",))
 def _(fn):
     assert_raises_value_error(fn, WindowModel(), torch.tensor([1, 2]), 3)
     assert_raises_value_error(fn, WindowModel(), torch.tensor([[1, 2]]), -1)
@@ -948,8 +950,8 @@ def _(fn):
                   what="beam_search with a prompt of 7, block_size 4")
 
 
-@beam_search.check("ValueError for a batch of 2 prompts, beam_width < 1 and max_new_tokens < 0",
-                   states=("ValueError if idx is not (1, T0), beam_width < 1 or max_new_tokens < 0",))
+@beam_search.side_check("ValueError for a batch of 2 prompts, beam_width < 1 and max_new_tokens < 0",
+                        states=("ValueError if idx is not (1, T0), beam_width < 1 or max_new_tokens < 0",))
 def _(fn):
     model = TableModel(randn(4, 4, seed=1040))
     assert_raises_value_error(fn, model, torch.tensor([[1], [2]]), 3, 2)
@@ -983,12 +985,16 @@ def oracle_encode(text: str, merges: list) -> list:
 
 
 def words_text(seed: int, n: int) -> str:
-    rng = random.Random(seed)
+    rng = random.Random(mixed(seed))
     words = ["the", "then", "there", "token", "tokens", "attention", "at", "ten", "net", "entente", "tête"]
     return " ".join(rng.choice(words) for _ in range(n))
 
 
-TRAIN_TEXT = words_text(1100, 300)
+def train_text() -> str:
+    """300 words drawn from the grading run's secret (grader.spec.mixed), so never the same text twice."""
+    return words_text(1100, 300)
+
+
 OTHER_TEXT = "then the net attends to ten tokens; entente at the tête-à-tête"
 CHINESE = "注意力就是你所需要的一切。注意力机制让模型关注重要的词。"
 
@@ -1041,7 +1047,8 @@ def _(fn):
 @train_bpe.check("a 1,800-character text with 40 merges agrees with an independent minbpe-style oracle",
                  states=("the algorithm of minbpe's BasicTokenizer",))
 def _(fn):
-    assert_merges(fn(TRAIN_TEXT, 40), oracle_train(TRAIN_TEXT, 40), "train_bpe(text, 40)")
+    text = train_text()
+    assert_merges(fn(text, 40), oracle_train(text, 40), "train_bpe(text, 40)")
 
 
 @train_bpe.check("non-ASCII text is trained on its UTF-8 bytes (Chinese, accents, emoji)",
@@ -1060,21 +1067,22 @@ def _(fn):
     assert_merges(fn("hello", 0), [], "train_bpe('hello', 0)")
 
 
-@train_bpe.check("ValueError for num_merges < 0", states=("ValueError if num_merges < 0",))
+@train_bpe.side_check("ValueError for num_merges < 0", states=("ValueError if num_merges < 0",))
 def _(fn):
     assert_raises_value_error(fn, "hello", -1)
 
 
 # ---------------------------------------------------------------- bpe_encode
 bpe_encode = Exercise("bpe_encode", points=2)
-TRAIN_MERGES = oracle_train(TRAIN_TEXT, 40)
 
 
 @bpe_encode.check("the training text encodes to what training produced; so does text it never saw",
                   states=("any str (not only the text the merges were learned from)",))
 def _(fn):
-    for text in (TRAIN_TEXT[:400], OTHER_TEXT):
-        assert_ids(fn(text, TRAIN_MERGES), oracle_encode(text, TRAIN_MERGES), f"bpe_encode({text[:20]!r}...)")
+    train = train_text()
+    merges = oracle_train(train, 40)
+    for text in (train[:400], OTHER_TEXT):
+        assert_ids(fn(text, merges), oracle_encode(text, merges), f"bpe_encode({text[:20]!r}...)")
 
 
 @bpe_encode.check("the lowest merge index first, not the most frequent pair: 'abcbcbc' with merges (a,b), (b,c)",
@@ -1110,7 +1118,7 @@ def _(fn):
                   states=("stop when no pair of merges occurs",))
 def _(fn):
     assert_ids(fn("é!", []), [195, 169, 33], "bpe_encode('é!', [])")
-    assert_ids(fn("", TRAIN_MERGES), [], "bpe_encode('', merges)")
+    assert_ids(fn("", oracle_train(train_text(), 40)), [], "bpe_encode('', merges)")
 
 
 # ---------------------------------------------------------------- bpe_decode

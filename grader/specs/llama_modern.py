@@ -262,8 +262,8 @@ def _(cls):
     assert_tensor(m.weight.grad, oracle.weight.grad, atol=1e-5, what="d out / d weight")
 
 
-@RMSNorm.check("an input whose last size is not D raises ValueError",
-               states=("ValueError in forward if x's last size is not D",))
+@RMSNorm.side_check("an input whose last size is not D raises ValueError",
+                    states=("ValueError in forward if x's last size is not D",))
 def _(cls):
     assert_raises_value_error(cls(8), randn(2, 5, seed=915))
 
@@ -301,8 +301,8 @@ def _(fn):
     assert_tables(fn(8, 20, base=500000.0), rope_oracle(8, 20, 500000.0), "rope_frequencies(8, 20, base=5e5)")
 
 
-@rope_frequencies.check("odd or too small head_dim and max_len < 1 raise ValueError",
-                        states=("ValueError if head_dim is odd or < 2, or max_len < 1",))
+@rope_frequencies.side_check("odd or too small head_dim and max_len < 1 raise ValueError",
+                             states=("ValueError if head_dim is odd or < 2, or max_len < 1",))
 def _(fn):
     assert_raises_value_error(fn, 7, 10)
     assert_raises_value_error(fn, 0, 10)
@@ -373,8 +373,8 @@ def _(fn):
     assert_tensor(fn(x64, cos64, sin64), apply_rope_oracle(x64, cos64, sin64), atol=1e-12, what="apply_rope in float64")
 
 
-@apply_rope.check("positions past the table, a negative offset, a table of the wrong width, or 3-D x raise ValueError",
-                  states=("ValueError if x is not 4-dimensional, cos or sin is not (L, Dh), offset < 0, or offset + T > L",))
+@apply_rope.side_check("positions past the table, a negative offset, a table of the wrong width, or 3-D x raise ValueError",
+                       states=("ValueError if x is not 4-dimensional, cos or sin is not (L, Dh), offset < 0, or offset + T > L",))
 def _(fn):
     cos, sin = rope_oracle(8, 5)
     assert_raises_value_error(fn, randn(1, 1, 4, 8, seed=926), cos, sin, offset=2)
@@ -460,8 +460,8 @@ def _(fn):
         raise AssertionError("repeat_kv changed x in place")
 
 
-@repeat_kv.check("n_rep < 1 or x that is not 4-dimensional raises ValueError",
-                 states=("ValueError if x is not 4-dimensional or n_rep < 1",))
+@repeat_kv.side_check("n_rep < 1 or x that is not 4-dimensional raises ValueError",
+                      states=("ValueError if x is not 4-dimensional or n_rep < 1",))
 def _(fn):
     assert_raises_value_error(fn, randn(1, 2, 3, 4, seed=952), 0)
     assert_raises_value_error(fn, randn(2, 3, 4, seed=953), 2)
@@ -569,9 +569,9 @@ def _(cls):
                              "checkpoint holds only the weights (the tables follow from max_len and rope_base)")
 
 
-@GroupedQueryAttention.check("bad sizes raise ValueError: D % H, H % Hkv, T > max_len, x not (B, T, D)",
-                             states=("ValueError in __init__ if D % H, H % Hkv or Dh is odd",
-                                     "in forward if x is not (B, T, D) or T > max_len"))
+@GroupedQueryAttention.side_check("bad sizes raise ValueError: D % H, H % Hkv, T > max_len, x not (B, T, D)",
+                                  states=("ValueError in __init__ if D % H, H % Hkv or Dh is odd",
+                                          "in forward if x is not (B, T, D) or T > max_len"))
 def _(cls):
     assert_raises_value_error(cls, 18, 4, 2, 8)
     assert_raises_value_error(cls, 24, 6, 4, 8)
@@ -675,7 +675,7 @@ def _(fn):
     assert_int(fn(3, 2, 5, 7, 2, 4), 2 * 3 * 2 * 5 * 7 * 2 * 4, "kv_cache_bytes(3, 2, 5, 7, 2, 4)")
 
 
-@kv_cache_bytes.check("an argument < 1 raises ValueError", states=("ValueError if any argument is < 1",))
+@kv_cache_bytes.side_check("an argument < 1 raises ValueError", states=("ValueError if any argument is < 1",))
 def _(fn):
     assert_raises_value_error(fn, 0, 8, 128, 4096, 1, 2)
     assert_raises_value_error(fn, 32, 8, 128, 4096, 1, 0)
@@ -729,7 +729,7 @@ def _(fn):
                              "pass device to the tensors you create (torch.arange(T, device=device))")
 
 
-@sliding_window_mask.check("window < 1 or T < 1 raises ValueError", states=("ValueError if T < 1 or window < 1",))
+@sliding_window_mask.side_check("window < 1 or T < 1 raises ValueError", states=("ValueError if T < 1 or window < 1",))
 def _(fn):
     assert_raises_value_error(fn, 5, 0)
     assert_raises_value_error(fn, 0, 2)
@@ -833,8 +833,8 @@ def _(cls):
     assert_tensor(m.router.weight.grad, router.grad, atol=1e-5, what="d output / d router.weight")
 
 
-@MoEFeedForward.check("top_k < 1 or top_k > num_experts raises ValueError",
-                      states=("ValueError in __init__ if top_k is outside [1, num_experts]",))
+@MoEFeedForward.side_check("top_k < 1 or top_k > num_experts raises ValueError",
+                           states=("ValueError in __init__ if top_k is outside [1, num_experts]",))
 def _(cls):
     assert_raises_value_error(cls, 8, 12, 4, 0)
     assert_raises_value_error(cls, 8, 12, 4, 5)
@@ -910,8 +910,8 @@ def _(fn):
     assert_tensor(logits.grad, leaf.grad, atol=1e-6, what="d loss / d router_logits")
 
 
-@load_balancing_loss.check("router_logits not (N, E), or top_k outside [1, E], raises ValueError",
-                           states=("ValueError if router_logits is not 2-dimensional or top_k is outside [1, E]",))
+@load_balancing_loss.side_check("router_logits not (N, E), or top_k outside [1, E], raises ValueError",
+                                states=("ValueError if router_logits is not 2-dimensional or top_k is outside [1, E]",))
 def _(fn):
     logits = randn(5, 3, seed=1023)
     assert_raises_value_error(fn, logits, 0)

@@ -110,7 +110,7 @@ def _(fn):
     assert_tensor(x.grad, merge_oracle(upstream), atol=0, what="the gradient of x")
 
 
-@split_heads.check("ValueError when D is not divisible by num_heads (D=6, H=4) or num_heads=0")
+@split_heads.side_check("ValueError when D is not divisible by num_heads (D=6, H=4) or num_heads=0")
 def _(fn):
     x = randn(2, 3, 6, seed=406)
     assert_raises_value_error(fn, x, 4)
@@ -160,7 +160,7 @@ def _(fn):
     assert_tensor(x.grad, split_oracle(upstream, 2), atol=0, what="the gradient of x")
 
 
-@merge_heads.check("ValueError for an input that is not 4-dimensional")
+@merge_heads.side_check("ValueError for an input that is not 4-dimensional")
 def _(fn):
     assert_raises_value_error(fn, randn(2, 3, 4, seed=416))
 
@@ -329,7 +329,7 @@ def _(cls):
         assert_tensor(grad, expected, atol=1e-5, what=f"the gradient of {name}.weight")
 
 
-@MultiHeadAttention.check("ValueError when d_model % num_heads != 0, or an input's last size is not d_model")
+@MultiHeadAttention.side_check("ValueError when d_model % num_heads != 0, or an input's last size is not d_model")
 def _(cls):
     assert_raises_value_error(cls, 10, 4)
     module = cls(8, 2)
@@ -366,7 +366,7 @@ def _(fn):
         raise AssertionError(f"mha_parameter_count should return an int, got {type(got).__name__}")
 
 
-@mha_parameter_count.check("ValueError for d_model < 1")
+@mha_parameter_count.side_check("ValueError for d_model < 1")
 def _(fn):
     assert_raises_value_error(fn, 0)
     assert_raises_value_error(fn, -8)

@@ -92,13 +92,13 @@ def _(fn):
     assert_tensor(long[:5], short, atol=1e-6, what="first 5 rows of sinusoidal_positional_encoding(40, 8)")
 
 
-@sinusoidal_positional_encoding.check("odd d_model raises ValueError")
+@sinusoidal_positional_encoding.side_check("odd d_model raises ValueError")
 def _(fn):
     assert_raises_value_error(fn, 10, 7)
     assert_raises_value_error(fn, 3, 1)
 
 
-@sinusoidal_positional_encoding.check("non-positive sizes raise ValueError")
+@sinusoidal_positional_encoding.side_check("non-positive sizes raise ValueError")
 def _(fn):
     assert_raises_value_error(fn, 10, 0)
     assert_raises_value_error(fn, 0, 8)
@@ -154,7 +154,7 @@ def _(fn):
     assert_tensor(fn(-6, 8), fn(6, 8).T, atol=1e-6, what="M(-6) vs M(6).T")
 
 
-@relative_position_matrix.check("odd or non-positive d_model raises ValueError")
+@relative_position_matrix.side_check("odd or non-positive d_model raises ValueError")
 def _(fn):
     assert_raises_value_error(fn, 1, 5)
     assert_raises_value_error(fn, 1, 0)

@@ -68,7 +68,7 @@ def _(fn):
     assert_tensor(fn(x, dim=1), F.softmax(x, dim=1), atol=1e-12, rtol=1e-10)
 
 
-@softmax.check("does not modify its input in place", states=("do not modify `x` in place",))
+@softmax.side_check("does not modify its input in place", states=("do not modify `x` in place",))
 def _(fn):
     x = 10 * randn(3, 6, seed=206)
     before = x.clone()
@@ -172,8 +172,8 @@ def _(fn):
         assert_tensor(a.grad, b.grad, atol=1e-5, what=f"the gradient of {name}")
 
 
-@scaled_dot_product_attention.check("ValueError for mismatched Dk, mismatched S, or a mask that is not bool",
-                                    states=("not a bool tensor",))
+@scaled_dot_product_attention.side_check("ValueError for mismatched Dk, mismatched S, or a mask that is not bool",
+                                         states=("not a bool tensor",))
 def _(fn):
     q, k, v = randn(3, 4, seed=230), randn(5, 4, seed=231), randn(5, 2, seed=232)
     assert_raises_value_error(fn, q, randn(5, 3, seed=233), v)
@@ -302,7 +302,7 @@ def _(cls):
         assert_tensor(grad, ref[name].grad, atol=1e-5, what=f"the gradient of {name}.weight")
 
 
-@SelfAttention.check("x whose last size is not d_model raises ValueError", states=("not (B, T, d_model)",))
+@SelfAttention.side_check("x whose last size is not d_model raises ValueError", states=("not (B, T, d_model)",))
 def _(cls):
     module = cls(6, 4, 3)
     assert_raises_value_error(module, randn(2, 5, 7, seed=256))

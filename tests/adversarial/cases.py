@@ -250,6 +250,6 @@ CASES = [
     Case("solution-cell-forged-points", forged_solution_points, FULL),
 ]
 # The attacks of issue 29, one module per class of hole.
-from tests.adversarial import attacks_batch, attacks_boundary, attacks_confine  # noqa: E402
+from tests.adversarial import attacks_batch, attacks_boundary, attacks_checks, attacks_confine  # noqa: E402
 
-CASES += attacks_batch.CASES + attacks_boundary.CASES + attacks_confine.CASES
+CASES += attacks_batch.CASES + attacks_boundary.CASES + attacks_checks.CASES + attacks_confine.CASES

@@ -1,4 +1,4 @@
-from tests.catalogue import Variant
+from tests.catalogue import Variant, do_nothing
 
 _SHAPES = '''
     D = x.shape[-1]
@@ -376,6 +376,9 @@ class Encoder(nn.Module):
         return self.norm(x)
 '''),
 ]
+
+# side rules (ValueError, in place) earned these points before issue 29; now they earn nothing
+WRONG += [*do_nothing("Encoder", "__init__ raises ValueError")]
 
 # ------------------------------------------------------------------ correct, written differently
 CORRECT = [

@@ -1,5 +1,5 @@
 """Chapter 01: realistic wrong implementations (each must lose points) and correct alternatives."""
-from tests.catalogue import Variant
+from tests.catalogue import Variant, do_nothing
 
 WRONG = [
     # --- gaussian_kernel -------------------------------------------------------------------
@@ -283,6 +283,13 @@ def attention_pool(scores, values):
     return output, torch.softmax(scores, dim=-1)
 """),
 ]
+
+# side rules (ValueError, in place) earned these points before issue 29; now they earn nothing
+WRONG += [*do_nothing("nadaraya_watson", "raises ValueError"), *do_nothing("dot_product_score", "raises ValueError"),
+          *do_nothing("scaled_dot_product_score", "raises ValueError"),
+          *do_nothing("GeneralScore", "forward raises ValueError"),
+          *do_nothing("AdditiveScore", "forward raises ValueError"),
+          *do_nothing("attention_pool", "raises ValueError")]
 
 CORRECT = [
     Variant("gaussian_kernel", "via the log-density", """

@@ -1,4 +1,4 @@
-from tests.catalogue import Variant
+from tests.catalogue import Variant, do_nothing
 
 
 def _mutate(source: str, *edits: tuple[str, str]) -> str:
@@ -549,6 +549,13 @@ def top_k_filter(logits, k):
     return logits.masked_fill(logits < kth, float("-inf"))
 '''),
 ]
+
+# side rules (ValueError, in place) earned these points before issue 29; now they earn nothing
+WRONG += [*do_nothing("GPT", "forward returns None", "forward raises ValueError"),
+          *do_nothing("next_token_targets", "raises ValueError"),
+          *do_nothing("apply_temperature", "raises ValueError"), *do_nothing("sample_next_token", "raises ValueError"),
+          *do_nothing("generate", "returns None", "raises ValueError"),
+          *do_nothing("beam_search", "raises ValueError"), *do_nothing("train_bpe", "raises ValueError")]
 
 CORRECT = [
     Variant("GPT", "own attention with F.softmax in a helper method, chunk instead of split", _GPT),

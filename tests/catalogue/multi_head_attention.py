@@ -1,4 +1,4 @@
-from tests.catalogue import Variant
+from tests.catalogue import Variant, do_nothing
 
 # ---------------------------------------------------------------- wrong: each must lose points
 
@@ -195,6 +195,10 @@ class MultiHeadAttention(nn.Module):
     return sum(p.numel() for p in MultiHeadAttention(d_model, 1, bias=bias).parameters())
 ''')),
 ]
+
+# side rules (ValueError, in place) earned these points before issue 29; now they earn nothing
+WRONG += [*do_nothing("split_heads", "raises ValueError"), *do_nothing("merge_heads", "raises ValueError"),
+          *do_nothing("mha_parameter_count", "raises ValueError")]
 
 # ---------------------------------------------------------------- correct, written differently
 

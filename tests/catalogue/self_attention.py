@@ -1,4 +1,4 @@
-from tests.catalogue import Variant
+from tests.catalogue import Variant, do_nothing
 
 # ---------------------------------------------------------------- wrong: each must lose points
 
@@ -178,6 +178,10 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         return scaled_dot_product_attention(q, k, v, mask)
 ''')),
 ]
+
+# side rules (ValueError, in place) earned these points before issue 29; now they earn nothing
+WRONG += [*do_nothing("softmax", "returns None"), *do_nothing("scaled_dot_product_attention", "raises ValueError"),
+          *do_nothing("SelfAttention", "forward raises ValueError")]
 
 # ---------------------------------------------------------------- correct, written differently
 
