@@ -37,8 +37,8 @@ from grader.submissions import (BadSubmission, grade_id_of, grade_ids, identify,
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the learner's own run
 # Bytes (as JSON) of the learner's own saved outputs and markdown attachments kept, per notebook
-# (feedback shows them for cells left out of the grading run): a full run of the largest chapter
-# saves under 1 MB of figures and text in all.
+# (feedback shows them for cells left out of the grading run): a full run of any chapter saves
+# under 0.75 MB of figures and text in all (grader.submissions.MAX_NOTEBOOK_MB says how measured).
 SAVED_BYTES = 4 * 2 ** 20
 DROPPED = "[{size:.1f} MB of saved outputs dropped: over the grader's limit of {limit:g} MB per notebook]\n"
 
@@ -262,7 +262,7 @@ def _chapters_of(submissions: list[Submission]) -> list[Chapter]:
     for sub in submissions:
         try:
             chapter = identify(sub.path)
-        except Exception:  # noqa: BLE001 - staging says why, for this submission alone
+        except BadSubmission:  # staging says why, for this submission alone
             continue
         if chapter not in chapters:
             chapters.append(chapter)

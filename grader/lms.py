@@ -107,12 +107,23 @@ def _files(source: Path, into: Path) -> dict[str, Path]:
                 continue
             target = into / str(index)  # never a path taken from the archive
             with target.open("wb") as out:
-                if info.file_size > MAX_NOTEBOOK_MB * 2 ** 20:  # never inflated: a sparse file of its size,
-                    out.truncate(info.file_size)  # which staging refuses with the reason, by size alone
+                if info.file_size > MAX_NOTEBOOK_MB * 2 ** 20:
+                    out.truncate(info.file_size)  # never inflated: see _copy
                 else:
                     shutil.copyfileobj(archive.open(info), out)
             files[info.filename] = target
     return files
+
+
+def _copy(source: Path, target: Path) -> None:
+    """A file over the notebook size limit travels as an empty sparse file of its size: staging refuses
+    it by its size alone, with the reason (grader.submissions), and a zip bomb is never written out."""
+    size = source.stat().st_size
+    if size > MAX_NOTEBOOK_MB * 2 ** 20:
+        with target.open("wb") as out:
+            out.truncate(size)
+    else:
+        shutil.copyfile(source, target)
 
 
 def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[list[Submission], list[str]]:
@@ -142,7 +153,7 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[lis
                 continue
             named = Path(tmp) / "named" / str(number) / upload.file  # the chapter is told by the learner's own name
             named.parent.mkdir(parents=True)
-            shutil.copyfile(path, named)
+            _copy(path, named)
             try:
                 chapter, rule = identify_with_rule(named)
             except BadSubmission as err:
@@ -165,7 +176,7 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[lis
         for (student, chapter), (upload, named) in chosen.items():
             folder = lms_dir / student / chapter.assignment
             folder.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(named, folder / chapter.notebook_name)
+            _copy(named, folder / chapter.notebook_name)
             if upload.submitted_at:
                 write_timestamp(folder / "timestamp.txt", upload.submitted_at)
             if upload.late:

@@ -238,3 +238,23 @@ def test_a_huge_cell_is_not_parsed_by_the_grader(tmp_path, release, monkeypatch)
     stage(SimpleNamespace(root=tmp_path), sub, {CHAPTER.assignment: release})
     assert sub.error is None and sub.cells[-1]["kind"] == "code"
     assert parsed and max(parsed) <= 100_000
+
+
+def test_an_lms_download_is_read_file_by_file(tmp_path, release):
+    """A zip member over the size limit is never inflated (staging refuses it by its size), and a
+    file whose name gives no readable time is one unmatched file, not a stopped run."""
+    import zipfile
+
+    from grader import lms
+
+    download = tmp_path / "download.zip"
+    with zipfile.ZipFile(download, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("ann_2026-11-20T10:00:00_self_attention.ipynb", b" " * (30 * 2 ** 20))
+        archive.writestr("bob_yesterday_self_attention.ipynb", nbformat.writes(samples.reference(CHAPTER)))
+    pattern = r"(?P<student>[a-z]+)_(?P<timestamp>[^_]+)_(?P<file>.+)"
+    found, notes = lms.unpack(download, tmp_path / "lms", pattern)
+    assert any(note.startswith("unmatched: bob_yesterday") for note in notes), notes
+    (ann,) = found
+    assert ann.path.stat().st_size == 30 * 2 ** 20 and ann.path.stat().st_blocks * 512 < 2 ** 20
+    stage(SimpleNamespace(root=tmp_path), ann, {CHAPTER.assignment: release})
+    assert ann.error.endswith("the notebook is 30.0 MB, over the limit of 20 MB")

@@ -3,8 +3,8 @@ submission never stops the batch, and what comes in with the file is bounded.
 
 On the original grader a grade_id of the wrong type killed `grader autograde` before any row was
 recorded (every classmate's test fails), nbgrader metadata of the wrong shape made nbgrader's own
-autograde fail (zero for honest code), and a 100 MB notebook or one with 100 MB of saved images was
-graded in full (867 MB and 1.3 GB peak in the grading process, a 100 MB feedback file).
+autograde fail (zero for honest code), and a 100 MB notebook, or 66 MB of saved images, was graded
+in full (867 MB and 808 MB peak in the grading process; 100 MB and 63 MB feedback files).
 """
 from __future__ import annotations
 

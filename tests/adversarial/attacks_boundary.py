@@ -91,6 +91,18 @@ CASES = [
                             pass
             raise LookupError('every key refused')
         first_won()"""), 6.0),
+    Case("callback-private-names-and-calling-a-tensor", in_call_probe("""
+        def first_won():
+            for op, args in (('cb_getattr', (x, '__class__')), ('cb_getattr', (x, '_version')),
+                             ('cb_call', (x, [], {{}}, [], [], False, torch.get_rng_state())),
+                             ('cb_attribute', (x, 'data')), ('cb_attribute', (x, '__dict__')),
+                             ('cb_mode', (x, False)), ('handle', ('cb_call', [])), ('_run', ())):
+                try:
+                    return ep.request(op, *args)
+                except Exception:
+                    pass
+            raise LookupError('every request refused')
+        first_won()"""), 6.0),
     Case("callback-new-on-torch-classes", in_call_probe("""
         won = []
         for cls in (torch.nn.Linear, x):
