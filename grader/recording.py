@@ -137,7 +137,8 @@ def record(course: CourseDir, api, submission: Submission) -> None:
 def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
     """nbgrader's generate_feedback for each chapter and its CSV export, in this process."""
     from nbgrader.api import Gradebook
-    from nbgrader.plugins.export import CsvExportPlugin
+
+    from grader.export import write_course_csv
 
     api = nbgrader_api(course)
     with warnings.catch_warnings():
@@ -148,4 +149,4 @@ def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
                 print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
                       file=sys.stderr)
         with Gradebook(course.db_url) as gb:
-            CsvExportPlugin(to=str(course.root / "grades.csv")).export(gb)
+            write_course_csv(gb, course.root / "grades.csv")

@@ -14,7 +14,7 @@ from grader.chapters import find_chapter
 from grader.cli import main
 from grader.demo import write_class
 from grader.grading import Submission, autograde_class
-from grader.regrade import regrade, undo
+from grader.regrade import format_changes, regrade, undo
 from grader.report import write_report
 from grader.runner import exercises
 from grader.spec import Check
@@ -210,3 +210,42 @@ def test_regrade_after_a_check_changes(graded, stricter_check):
     assert rows["ada"]["kept_old"] and rows["ada"]["new"] < rows["ada"]["old"]
     assert gradebook(course)["ada"] == before["ada"]
     assert gradebook(course)["cy"][1] == 0 and not rows["cy"]["kept_old"]
+
+
+def test_export_to_the_lms_own_columns_and_a_roster_in_another_encoding(graded, tmp_path):
+    course, _ = graded
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    roster = tmp_path / "canvas.csv"
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\nAda,1,S1,ada,A\n")
+    column = "Self-attention (1234)"  # the Canvas assignment the instructor made, by name and id
+    mapped = export.build(db, [CHAPTER], roster, "canvas", exercises=True, columns=export.column_names([f"02={column}"]))
+    assert CHAPTER.assignment not in mapped.columns and column in mapped.columns
+    assert f"{column}: softmax" in mapped.columns and mapped.rows[1][column] != ""
+    with pytest.raises(ValueError, match="CHAPTER=COLUMN"):
+        export.column_names(["Self-attention"])
+    with pytest.raises(ValueError, match="does not hold"):
+        export.build(db, [CHAPTER], roster, "canvas", columns=export.column_names(["03=Positions"]))
+    roster.write_bytes("Student,ID,SIS User ID,SIS Login ID,Section\nZoë,1,S1,ada,A\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"canvas\.csv: not UTF-8.*CSV UTF-8"):
+        export.build(db, [CHAPTER], roster, "canvas")
+
+
+def test_grades_csv_leaves_a_chapter_never_submitted_empty(tmp_path):
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        for name in ("02_self_attention", "03_positional_encoding"):
+            gb.add_assignment(name)
+        gb.add_student("ada", last_name="Lovelace, A.")
+        gb.add_submission("02_self_attention", "ada")
+        export.write_course_csv(gb, tmp_path / "grades.csv")
+    rows = {r["assignment"]: r for r in csv.DictReader((tmp_path / "grades.csv").open())}
+    assert rows["02_self_attention"]["score"] == "0.0" and rows["02_self_attention"]["last_name"] == "Lovelace, A."
+    assert rows["03_positional_encoding"]["score"] == rows["03_positional_encoding"]["raw_score"] == ""
+
+
+def test_regrade_summary_counts_kept_scores_apart():
+    rows = [{"student": "ada", "old": 10.0, "new": 8.0, "checks": {"test_softmax": [2, 0]}, "kept_old": True},
+            {"student": "cy", "old": 6.0, "new": 7.0, "checks": {}, "kept_old": False},
+            {"student": "ben", "old": 0.0, "new": 0.0, "checks": {}, "kept_old": False}]
+    first = format_changes(rows, CHAPTER).splitlines()[0]
+    assert first == (f"{CHAPTER.assignment}: 1 of 3 learner(s) changed; 1 would have gone down and kept "
+                     "the old score (--never-lower)")
