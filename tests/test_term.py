@@ -249,3 +249,20 @@ def test_regrade_summary_counts_kept_scores_apart():
     first = format_changes(rows, CHAPTER).splitlines()[0]
     assert first == (f"{CHAPTER.assignment}: 1 of 3 learner(s) changed; 1 would have gone down and kept "
                      "the old score (--never-lower)")
+
+
+@pytest.mark.parametrize("learners", [6, 25])
+def test_report_flags_a_check_everybody_passes_only_in_a_class_large_enough(learners):
+    from collections import Counter
+
+    from grader.report import render
+
+    long_check = "inputs around 1e4 give finite, correct probabilities (exp overflows without the shift by the row max)"
+    data = {"scores": {f"s{i}": (10.0, 0.0) for i in range(learners)}, "max_score": 10.0, "failed": {},
+            "checks": {("test_softmax", long_check): (learners, 0), ("test_softmax", "rows sum to 1"): (0, learners)},
+            "failures": Counter(), "examples": {}, "unfinished": {}, "notes": {}}
+    page = render(CHAPTER, data)
+    flags = page.split("<h2>Checks to look at</h2>")[1].split("<h2>")[0]
+    assert f"rows sum to 1: nobody passes (0 of {learners} learners)" in flags
+    assert (f"every one of {learners} learners passes" in flags) == (learners >= 20)
+    assert ("a check that every one of them passes is not flagged" in flags) == (learners < 20)
