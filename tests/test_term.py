@@ -266,3 +266,25 @@ def test_report_flags_a_check_everybody_passes_only_in_a_class_large_enough(lear
     assert f"rows sum to 1: nobody passes (0 of {learners} learners)" in flags
     assert (f"every one of {learners} learners passes" in flags) == (learners >= 20)
     assert ("a check that every one of them passes is not flagged" in flags) == (learners < 20)
+
+
+def test_the_demo_prints_no_warning_and_no_path_into_its_deleted_folder(tmp_path, monkeypatch, capsys):
+    import warnings
+
+    from grader import demo
+    from grader.chapters import CHAPTERS
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nbformat's DuplicateCellId for a sample that copies a cell
+        write_class(tmp_path, list(CHAPTERS))
+    seen = {}
+
+    def autograde(inbox, course, **_):
+        seen["root"] = course.parent
+        return f"Gradebook sqlite:///{course}/gradebook.db\nnote: {inbox}/eve/x.ipynb: unreadable\ngrades:   {course}/grades.csv"
+
+    monkeypatch.setattr(demo, "autograde_class", autograde)
+    demo.run_demo(None, [CHAPTER])
+    out = capsys.readouterr().out
+    assert str(seen["root"]) not in out and "grades:   course/grades.csv" in out and "inbox/eve/x.ipynb" in out
+    assert "deleted when it ends" in out
