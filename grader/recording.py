@@ -41,6 +41,38 @@ def _shared_engines() -> None:
 
 IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\balt=)")
 FOCUSABLE = re.compile(r'(<div class="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputArea-output)\b[^"]*")(?![^>]*\btabindex=)')
+# nbgrader's list of graded cells names each "Test cell": name the exercise (grade id test_<exercise>)
+TOC_ENTRY = re.compile(r'(<a href="#test_([^"]+)">)Test cell</a>')
+NO_CREDIT = "  no credit: "
+# A check's report line (FAIL and its reason) wraps in the page instead of scrolling sideways.
+FEEDBACK_CSS = "<style>div.output_subarea pre { white-space: pre-wrap; overflow-wrap: anywhere; }</style>\n</head>"
+
+
+def _learner_view(nb):
+    """The graded notebook as its feedback shows it: a test cell's partial credit (the number nbgrader
+    reads from its execute_result) is in the score heading, not an `Out[ ]:`; a reason for no credit
+    that every test cell repeats (an unreadable notebook) is said once, the later cells point up to it."""
+    import copy
+
+    nb, seen = copy.deepcopy(nb), set()
+    for cell in nb.cells:
+        grading = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type != "code" or not grading.get("grade") or grading.get("solution"):
+            continue
+        kept = []
+        for output in cell.outputs:
+            if output.output_type == "execute_result" or (output.output_type == "error" and output.evalue in seen):
+                continue
+            if output.output_type == "stream":
+                lines = []
+                for line in output.text.splitlines(keepends=True):
+                    reason = line.removeprefix(NO_CREDIT).rstrip("\n") if line.startswith(NO_CREDIT) else None
+                    lines.append(f"{NO_CREDIT}the same reason as above\n" if reason and reason in seen else line)
+                    seen.add(reason)
+                output.text = "".join(lines)
+            kept.append(output)
+        cell.outputs = kept
+    return nb
 
 
 def _feedback_exporter():
@@ -60,6 +92,7 @@ def _feedback_exporter():
             lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
             self.register_filter("highlight_code", self.filters.get(
                 "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+            nb = _learner_view(nb)
             resources = self._init_resources(resources)
             graded = Path(resources.get("metadata", {}).get("path") or ".").resolve()  # autograded/<student>/<assignment>
             if len(graded.parents) > 2 and (graded.parents[2] / "release" / graded.name).is_dir():
@@ -68,6 +101,7 @@ def _feedback_exporter():
                 notebook_metadata=self._nb_metadata, parent=self, resources=resources))
             html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
             html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
+            html = TOC_ENTRY.sub(r"\1\2</a>", html).replace("</head>", FEEDBACK_CSS, 1)
             return FOCUSABLE.sub(r'\1 tabindex="0"', html), resources
 
     return FeedbackHTMLExporter

@@ -159,6 +159,19 @@ def test_exports(graded, tmp_path):
     assert sorted(moodle.not_in_roster) == ["cy", "dee", "eve"]
 
 
+def test_feedback_as_a_learner_reads_it(graded):
+    course, _ = graded
+    feedback = lambda student: (course / "feedback" / student / CHAPTER.assignment / f"{CHAPTER.name}.html").read_text()  # noqa: E731
+    cy = feedback("cy")
+    toc = cy.split('<div id="toc">')[1].split("</div>")[0]
+    assert "Test cell" not in toc and all(f">{name}</a>" in toc for name in exercises(CHAPTER.name))
+    assert "Out[" not in cy  # the partial credit nbgrader reads is the heading's score, not an output
+    assert "white-space: pre-wrap" in cy.split("</head>")[0]  # a FAIL line wraps instead of scrolling
+    eve = feedback("eve")
+    assert eve.count("is not a readable Jupyter notebook") == 1, "the reason once, not in every test cell"
+    assert eve.count("no credit: the same reason as above") == len(exercises(CHAPTER.name)) - 1
+
+
 def test_report(graded):
     course, _ = graded
     page = write_report(course, CHAPTER).read_text()
