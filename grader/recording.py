@@ -48,6 +48,32 @@ NO_CREDIT = "  no credit: "
 FEEDBACK_CSS = "<style>div.output_subarea pre { white-space: pre-wrap; overflow-wrap: anywhere; }</style>\n</head>"
 
 
+# TeX as nbconvert leaves it in the page for MathJax: $$display$$ and $inline$ (not a lone price sign)
+MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$([^$\n]+?)\$(?![\w$])", re.S)
+NOT_PROSE = re.compile(r"(<(code|pre|script|style)\b.*?</\2>|<[^>]*>)", re.S)  # code, and any tag's attributes
+
+
+def _mathml(page: str) -> str:
+    """The maths as MathML, which browsers draw themselves: nbconvert's page loads MathJax from a CDN,
+    so offline a learner saw raw `$$...$$`. latex2mathml converts every formula of the course (about
+    20 KB of markup per chapter, no script); one it cannot convert stays TeX."""
+    import html
+
+    try:
+        from latex2mathml.converter import convert
+    except ImportError:  # an environment installed before the dependency: MathJax from the CDN, as before
+        return page
+
+    def formula(found: re.Match) -> str:
+        try:
+            return convert(html.unescape(found[1] or found[2]), display="block" if found[1] else "inline")
+        except Exception:  # noqa: BLE001 - latex2mathml raises many kinds; the TeX stays readable
+            return found[0]
+
+    parts = NOT_PROSE.split(page)  # (prose, code or tag, its name) repeated: maths only in prose
+    return "".join(MATH.sub(formula, part) if i % 3 == 0 else part for i, part in enumerate(parts) if i % 3 != 2)
+
+
 def _learner_view(nb):
     """The graded notebook as its feedback shows it: a test cell's partial credit (the number nbgrader
     reads from its execute_result) is in the score heading, not an `Out[ ]:`; a reason for no credit
@@ -102,6 +128,7 @@ def _feedback_exporter():
             html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
             html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
             html = TOC_ENTRY.sub(r"\1\2</a>", html).replace("</head>", FEEDBACK_CSS, 1)
+            html = html.split("<body", 1)[0] + _mathml("<body" + html.split("<body", 1)[1])
             return FOCUSABLE.sub(r'\1 tabindex="0"', html), resources
 
     return FeedbackHTMLExporter

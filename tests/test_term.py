@@ -3,6 +3,7 @@ notebooks, due dates with a late policy and an extension, a regrade after a hidd
 (with --never-lower and undo), the class report, and the Canvas and Moodle exports."""
 import csv
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import nbformat
@@ -170,6 +171,14 @@ def test_feedback_as_a_learner_reads_it(graded):
     eve = feedback("eve")
     assert eve.count("is not a readable Jupyter notebook") == 1, "the reason once, not in every test cell"
     assert eve.count("no credit: the same reason as above") == len(exercises(CHAPTER.name)) - 1
+
+
+def test_feedback_maths_show_offline(graded):
+    pytest.importorskip("latex2mathml")
+    course, _ = graded
+    page = (course / "feedback" / "cy" / CHAPTER.assignment / f"{CHAPTER.name}.html").read_text()
+    prose = re.sub(r"<(code|pre|script|style)\b.*?</\1>|<[^>]*>", "", page.split("<body", 1)[1], flags=re.S)
+    assert page.count("<math") > 20 and "$" not in prose  # MathML, no TeX left for a MathJax from a CDN
 
 
 def test_report(graded):
