@@ -45,7 +45,7 @@ FOCUSABLE = re.compile(r'(<div class="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputAr
 TOC_ENTRY = re.compile(r'(<a href="#test_([^"]+)">)Test cell</a>')
 NO_CREDIT = "  no credit: "
 # A check's report line (FAIL and its reason) wraps in the page instead of scrolling sideways.
-FEEDBACK_CSS = "<style>div.output_subarea pre { white-space: pre-wrap; overflow-wrap: anywhere; }</style>\n</head>"
+FEEDBACK_CSS = "<style>div.output_subarea pre { white-space: pre-wrap; overflow-wrap: break-word; }</style>\n</head>"
 
 
 # TeX as nbconvert leaves it in the page for MathJax: $$display$$ and $inline$ (not a lone price sign)
