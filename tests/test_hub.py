@@ -115,6 +115,14 @@ def run_in_terminal(server: str, token: str, command: str, timeout: float = 900)
     return shown
 
 
+def test_make_hub_runs_its_programs_from_the_hub_state_folder():
+    """`make hub` changes into the hub's state folder first: a program named relative to the
+    repository (`.venv/bin/python` choosing a free port) is not found there."""
+    shown = subprocess.run(["make", "-n", "hub"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    [start] = [line for line in shown.splitlines() if line.startswith("cd ")]
+    assert not re.search(r"(?<![/\w.])\.venv/", start), start
+
+
 def test_a_busy_port_stops_the_hub_with_its_reason(tmp_path, monkeypatch):
     from traitlets.config import Config
 
