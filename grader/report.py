@@ -148,7 +148,7 @@ def figures(data: dict) -> dict[str, str]:
         labels = [textwrap.fill(f"{e.removeprefix('test_')}: {c}", 60) for e, c in data["checks"]]
         rates = [p / (p + f) for p, f in data["checks"].values()]
         lines = sum(label.count("\n") + 1 for label in labels)
-        fig, ax = plt.subplots(figsize=(11, 0.22 * lines + 0.12 * len(labels) + 1.2))
+        fig, ax = plt.subplots(figsize=(11, 0.26 * lines + 0.12 * len(labels) + 1.2))
         sns.barplot(x=rates, y=labels, hue=[lab.split(":")[0] for lab in labels], dodge=False, ax=ax, legend=False)
         ax.set(xlim=(0, 1), xlabel="share of learners passing", ylabel="")
         return fig
@@ -200,7 +200,7 @@ tr.flag{{background:#fff3cd}}img{{max-width:100%}}.flags{{background:#fff3cd;pad
 <body><h1>{esc(chapter.assignment)}: class report</h1>
 <p>{len(data['scores'])} submission(s) in the gradebook; {graded} graded, {len(data['failed'])} failed to grade.</p>
 <h2>Checks to look at</h2>
-{f"<ul class='flags'>{''.join(flags)}</ul>" if flags else "<p>No check that nobody or everybody passes.</p>"}
+{f"<ul class='flags'>{''.join(flags)}</ul>" if flags else "<p>No check flagged.</p>"}
 {"" if graded >= EVERYBODY_FROM else f"<p>With {graded} graded learner(s), a check that every one of them passes is "
  f"not flagged: that takes at least {EVERYBODY_FROM} learners to suggest a check that tests nothing.</p>"}
 <h2>Score distribution</h2>{img("distribution", "histogram of the class's scores")}
