@@ -83,22 +83,24 @@ def _learner_view(nb):
     nb, seen = copy.deepcopy(nb), set()
     for cell in nb.cells:
         grading = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.cell_type != "code" or not grading.get("grade") or grading.get("solution"):
-            continue
-        kept = []
-        for output in cell.outputs:
-            if output.output_type == "execute_result" or (output.output_type == "error" and output.evalue in seen):
-                continue
-            if output.output_type == "stream":
-                lines = []
-                for line in output.text.splitlines(keepends=True):
-                    reason = line.removeprefix(NO_CREDIT).rstrip("\n") if line.startswith(NO_CREDIT) else None
-                    lines.append(f"{NO_CREDIT}the same reason as above\n" if reason and reason in seen else line)
-                    seen.add(reason)
-                output.text = "".join(lines)
-            kept.append(output)
-        cell.outputs = kept
+        if cell.get("cell_type") == "code" and grading.get("grade") and not grading.get("solution"):
+            cell.outputs = [out for out in cell.get("outputs", []) if _shown(out, seen)]
     return nb
+
+
+def _shown(output, seen: set) -> bool:
+    """Whether a test cell's output stays in the feedback; a no-credit line said before is shortened."""
+    kind = output.get("output_type")
+    if kind == "execute_result" or (kind == "error" and output.get("evalue") in seen):
+        return False
+    if kind == "stream" and isinstance(output.get("text"), str):
+        lines = []
+        for line in output.text.splitlines(keepends=True):
+            reason = line.removeprefix(NO_CREDIT).rstrip("\n") if line.startswith(NO_CREDIT) else None
+            lines.append(f"{NO_CREDIT}the same reason as above\n" if reason and reason in seen else line)
+            seen.add(reason)
+        output.text = "".join(lines)
+    return True
 
 
 def _feedback_exporter():
