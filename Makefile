@@ -52,7 +52,7 @@ $(PROXY):
 HUB_STATE ?= $(CURDIR)/.hub/state
 hub: hub-setup
 	mkdir -p $(HUB_STATE)/exchange && chmod 777 $(HUB_STATE)/exchange
-	cd $(HUB_STATE) && COURSE_HUB_PORT=$${HUB_PORT:-$$($(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')} \
+	cd $(HUB_STATE) && COURSE_HUB_PORT=$${HUB_PORT:-$$($(CURDIR)/$(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')} \
 	    COURSE_HUB_STATE=$(HUB_STATE) COURSE_EXCHANGE_ROOT=$(HUB_STATE)/exchange COURSE_HUB_SPAWNER=simple \
 	    COURSE_HUB_AUTHENTICATOR=dummy COURSE_HUB_PASSWORD=$${HUB_PASSWORD:-try-out} \
 	    COURSE_LEARNERS=$${HUB_LEARNERS:-learner1,learner2} $(CURDIR)/$(BIN)/jupyterhub -f $(CURDIR)/deploy/jupyterhub/jupyterhub_config.py

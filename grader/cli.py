@@ -101,7 +101,8 @@ def cmd_export(args) -> int:
     from grader.coursedir import database_of
 
     db_url = args.db or database_of(args.course_dir)
-    result = export.build(db_url, [find_chapter(c) for c in args.chapters], Path(args.roster), args.lms, args.match, args.exercises)
+    result = export.build(db_url, [find_chapter(c) for c in args.chapters], Path(args.roster), args.lms, args.match,
+                          args.exercises, export.column_names(args.column))
     out = Path(args.output or Path(args.course_dir) / f"{args.lms}-grades.csv")
     export.write(result, out)
     print(export.summary(result, out))
@@ -219,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--match", default=None, help="roster column holding the nbgrader student id "
                    "(default: 'SIS Login ID' for Canvas, 'Username' for Moodle)")
     p.add_argument("--exercises", action="store_true", help="also one column per exercise")
+    p.add_argument("--column", action="append", default=[], metavar="CHAPTER=COLUMN",
+                   help="the LMS's existing column for a chapter, e.g. '02=Self-attention (1234)' (repeatable); "
+                   "default: a column named after the chapter, which Canvas imports as a new assignment")
     p.add_argument("--course-dir", default="nbgrader-course")
     p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--output", "-o", default=None, help="default: COURSE_DIR/<lms>-grades.csv")

@@ -15,6 +15,7 @@ listed (the second kept in the file with an empty grade); nobody is dropped sile
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +61,30 @@ def gradebook_scores(db_url: str, chapters: list[Chapter], exercises: bool) -> t
     return scores, possible
 
 
+COURSE_CSV = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+              "raw_score", "late_submission_penalty", "score", "max_score"]
+
+
+def write_course_csv(gb, path: Path) -> None:
+    """grades.csv: nbgrader's CSV export, except that a chapter a learner never submitted has empty
+    scores (nbgrader writes 0.0, which reads as a graded zero) and fields are quoted where needed."""
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COURSE_CSV)
+        writer.writeheader()
+        for assignment in gb.assignments:
+            submissions = {s.student.id: s for s in assignment.submissions}
+            for student in gb.students:
+                row = {"assignment": assignment.name, "duedate": assignment.duedate or "", "student_id": student.id,
+                       "last_name": student.last_name or "", "first_name": student.first_name or "",
+                       "email": student.email or "", "max_score": assignment.max_score}
+                sub = submissions.get(student.id)
+                if sub is not None:
+                    penalty = sub.late_submission_penalty or 0.0
+                    row.update(timestamp=sub.timestamp or "", raw_score=sub.score, late_submission_penalty=penalty,
+                               score=max(0.0, sub.score - penalty))
+                writer.writerow(row)
+
+
 def require_gradebook(db_url: str) -> None:
     """A SQLite gradebook that is not there is an error, not a new empty gradebook."""
     from grader.gradebook import sqlite_path
@@ -73,7 +98,14 @@ def require_gradebook(db_url: str) -> None:
 def read_roster(path: Path, match: str) -> list[dict]:
     if not path.is_file():
         raise ValueError(f"{path}: no such roster file")
-    with path.open(newline="", encoding="utf-8-sig") as handle:
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 (byte {raw[err.start]:#x} at offset {err.start}): save the roster "
+                         "as CSV UTF-8 (Excel: Save As > CSV UTF-8), or convert it, e.g. "
+                         f"`iconv -f latin1 -t utf-8 {path.name} > roster-utf8.csv`") from None
+    with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle)
         if match not in (reader.fieldnames or []):
             raise ValueError(f"{path}: no {match!r} column to match learners by (columns: {reader.fieldnames}); "
@@ -83,13 +115,44 @@ def read_roster(path: Path, match: str) -> list[dict]:
                 and not (row.get("Student") or "").strip().startswith("Points Possible")]
 
 
+def column_names(specs: list[str]) -> dict[str, str]:
+    """`CHAPTER=COLUMN` pairs (--column): a chapter's grades go under the LMS's own column for it, e.g.
+    `02=Self-attention (1234)` for the Canvas assignment of that name and id; otherwise the column is
+    named after the chapter, which Canvas imports as a new assignment."""
+    names = {}
+    for spec in specs or []:
+        chapter, sep, column = spec.partition("=")
+        if not sep or not column.strip():
+            raise ValueError(f"--column {spec!r}: write CHAPTER=COLUMN, e.g. '02=Self-attention (1234)'")
+        assignment = find_chapter(chapter.strip()).assignment
+        if assignment in names:
+            raise ValueError(f"--column: {assignment} is mapped twice")
+        names[assignment] = column.strip()
+    if len(set(names.values())) < len(names):
+        raise ValueError("--column: two chapters mapped to one column")
+    return names
+
+
+def _renamed(table: dict, names: dict[str, str]) -> dict:
+    """A chapter's columns (its total and, with --exercises, `<chapter>: <exercise>`) under the LMS's names."""
+    def rename(column: str) -> str:
+        chapter, sep, rest = column.partition(": ")
+        return names.get(chapter, chapter) + sep + rest
+    return {rename(c): v for c, v in table.items()}
+
+
 def build(db_url: str, chapters: list[Chapter], roster: Path, lms: str, match: str | None = None,
-          exercises: bool = False) -> Export:
+          exercises: bool = False, columns: dict[str, str] | None = None) -> Export:
     if lms not in DEFAULT_MATCH:
         raise ValueError(f"unknown LMS {lms!r}; known: {', '.join(DEFAULT_MATCH)}")
     match = match or DEFAULT_MATCH[lms]
     learners = read_roster(Path(roster), match)
     scores, possible = gradebook_scores(db_url, chapters, exercises)
+    unknown = set(columns or {}) - set(possible)
+    if unknown:
+        raise ValueError(f"--column names {', '.join(sorted(unknown))}, which this export does not hold")
+    possible = _renamed(possible, columns or {})
+    scores = {student: _renamed(entry, columns or {}) for student, entry in scores.items()}
     identity = CANVAS_COLUMNS if lms == "canvas" else \
         [c for c in MOODLE_COLUMNS if c in learners[0] or c == match] if learners else [match]
     if match not in identity:

@@ -30,6 +30,11 @@ MOODLE = re.compile(r"^(?P<student>[^/]+?)_(?P<user>\d+)_assignsubmission_file[_
 PATTERNS = {"Canvas": CANVAS, "Moodle": MOODLE}
 RESUBMISSION = re.compile(r"^(?P<stem>.+?)-(?P<number>\d+)(?P<ext>\.[^.]+)$")
 IGNORED = ("__MACOSX/", ".DS_Store")
+# A late policy needs the time of each submission; a Canvas download gives only this mark.
+LATE_WITHOUT_TIME = ("Canvas marks it late, but a Canvas download carries no submission time, so no late penalty "
+                     "is computed here (graded as on time). To apply the term's policy, give the time: rename the file "
+                     "with it and use --pattern with (?P<timestamp>...), or grade it alone with --submitted-at; or "
+                     "let Canvas's own late policy deduct after the import")
 
 
 @dataclass
@@ -40,7 +45,7 @@ class Upload:
     resubmission: int = 0
     attachment: int = 0
     submitted_at: datetime | None = None
-    late: bool = False  # Canvas's mark; the name gives no time, so no penalty follows from it here
+    late: bool = False  # Canvas's mark: said in the notes (LATE_WITHOUT_TIME); no time, so no penalty here
 
     def order(self) -> tuple:
         return (self.submitted_at or datetime.min.replace(tzinfo=timezone.utc), self.resubmission, self.attachment)
@@ -179,8 +184,8 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[lis
             _copy(named, folder / chapter.notebook_name)
             if upload.submitted_at:
                 write_timestamp(folder / "timestamp.txt", upload.submitted_at)
-            if upload.late:
-                notes.append(f"late: {upload.name}: Canvas marks it late (its name gives no submission time)")
+            if upload.late and not upload.submitted_at:
+                notes.append(f"late: {upload.name}: {LATE_WITHOUT_TIME}")
     notes.insert(0, f"LMS download {source}: {len(chosen)} submission(s) from {len({s for s, _ in chosen})} "
                     f"learner(s) unpacked into {lms_dir}")
     return find_submissions(lms_dir), notes

@@ -41,6 +41,66 @@ def _shared_engines() -> None:
 
 IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\balt=)")
 FOCUSABLE = re.compile(r'(<div class="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputArea-output)\b[^"]*")(?![^>]*\btabindex=)')
+# nbgrader's list of graded cells names each "Test cell": name the exercise (grade id test_<exercise>)
+TOC_ENTRY = re.compile(r'(<a href="#test_([^"]+)">)Test cell</a>')
+NO_CREDIT = "  no credit: "
+# A check's report line (FAIL and its reason) wraps in the page instead of scrolling sideways.
+FEEDBACK_CSS = "<style>div.output_subarea pre { white-space: pre-wrap; overflow-wrap: break-word; }</style>\n</head>"
+
+
+# TeX as nbconvert leaves it in the page for MathJax: $$display$$ and $inline$ (not a lone price sign)
+MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$([^$\n]+?)\$(?![\w$])", re.S)
+NOT_PROSE = re.compile(r"(<(code|pre|script|style)\b.*?</\2>|<[^>]*>)", re.S)  # code, and any tag's attributes
+
+
+def _mathml(page: str) -> str:
+    """The maths as MathML, which browsers draw themselves: nbconvert's page loads MathJax from a CDN,
+    so offline a learner saw raw `$$...$$`. latex2mathml converts every formula of the course (about
+    20 KB of markup per chapter, no script); one it cannot convert stays TeX."""
+    import html
+
+    try:
+        from latex2mathml.converter import convert
+    except ImportError:  # an environment installed before the dependency: MathJax from the CDN, as before
+        return page
+
+    def formula(found: re.Match) -> str:
+        try:
+            return convert(html.unescape(found[1] or found[2]), display="block" if found[1] else "inline")
+        except Exception:  # noqa: BLE001 - latex2mathml raises many kinds; the TeX stays readable
+            return found[0]
+
+    parts = NOT_PROSE.split(page)  # (prose, code or tag, its name) repeated: maths only in prose
+    return "".join(MATH.sub(formula, part) if i % 3 == 0 else part for i, part in enumerate(parts) if i % 3 != 2)
+
+
+def _learner_view(nb):
+    """The graded notebook as its feedback shows it: a test cell's partial credit (the number nbgrader
+    reads from its execute_result) is in the score heading, not an `Out[ ]:`; a reason for no credit
+    that every test cell repeats (an unreadable notebook) is said once, the later cells point up to it."""
+    import copy
+
+    nb, seen = copy.deepcopy(nb), set()
+    for cell in nb.cells:
+        grading = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") == "code" and grading.get("grade") and not grading.get("solution"):
+            cell.outputs = [out for out in cell.get("outputs", []) if _shown(out, seen)]
+    return nb
+
+
+def _shown(output, seen: set) -> bool:
+    """Whether a test cell's output stays in the feedback; a no-credit line said before is shortened."""
+    kind = output.get("output_type")
+    if kind == "execute_result" or (kind == "error" and output.get("evalue") in seen):
+        return False
+    if kind == "stream" and isinstance(output.get("text"), str):
+        lines = []
+        for line in output.text.splitlines(keepends=True):
+            reason = line.removeprefix(NO_CREDIT).rstrip("\n") if line.startswith(NO_CREDIT) else None
+            lines.append(f"{NO_CREDIT}the same reason as above\n" if reason and reason in seen else line)
+            seen.add(reason)
+        output.text = "".join(lines)
+    return True
 
 
 def _feedback_exporter():
@@ -60,6 +120,7 @@ def _feedback_exporter():
             lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
             self.register_filter("highlight_code", self.filters.get(
                 "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+            nb = _learner_view(nb)
             resources = self._init_resources(resources)
             graded = Path(resources.get("metadata", {}).get("path") or ".").resolve()  # autograded/<student>/<assignment>
             if len(graded.parents) > 2 and (graded.parents[2] / "release" / graded.name).is_dir():
@@ -68,6 +129,8 @@ def _feedback_exporter():
                 notebook_metadata=self._nb_metadata, parent=self, resources=resources))
             html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
             html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
+            html = TOC_ENTRY.sub(r"\1\2</a>", html).replace("</head>", FEEDBACK_CSS, 1)
+            html = html.split("<body", 1)[0] + _mathml("<body" + html.split("<body", 1)[1])
             return FOCUSABLE.sub(r'\1 tabindex="0"', html), resources
 
     return FeedbackHTMLExporter
@@ -139,7 +202,8 @@ def record(course: CourseDir, api, submission: Submission) -> None:
 def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
     """nbgrader's generate_feedback for each chapter and its CSV export, in this process."""
     from nbgrader.api import Gradebook
-    from nbgrader.plugins.export import CsvExportPlugin
+
+    from grader.export import write_course_csv
 
     api = nbgrader_api(course)
     with warnings.catch_warnings():
@@ -150,4 +214,4 @@ def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
                 print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
                       file=sys.stderr)
         with Gradebook(course.db_url) as gb:
-            CsvExportPlugin(to=str(course.root / "grades.csv")).export(gb)
+            write_course_csv(gb, course.root / "grades.csv")

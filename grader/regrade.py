@@ -187,8 +187,10 @@ def undo(course_dir: str | Path, chapter: Chapter, db_url: str | None = None) ->
 
 
 def format_changes(rows: list[dict], chapter: Chapter) -> str:
-    lines = [f"{chapter.assignment}: {sum(1 for r in rows if r['old'] != r['new'] or r['checks'])} of "
-             f"{len(rows)} learner(s) changed"]
+    moved = [r for r in rows if r["old"] != r["new"] or r["checks"]]
+    kept = sum(1 for r in moved if r.get("kept_old"))  # --never-lower put their old score back
+    lines = [f"{chapter.assignment}: {len(moved) - kept} of {len(rows)} learner(s) changed"
+             + (f"; {kept} would have gone down and kept the old score (--never-lower)" if kept else "")]
     for row in rows:
         old = "-" if row["old"] is None else f"{row['old']:g}"
         line = f"  {row['student']:<12} {old:>7} -> {row['new']:<7g}"

@@ -2,8 +2,9 @@
 
 Per exercise and per check, how many learners passed; the most frequent failures, named by the
 check that caught them (each check is written against a catalogued mistake); the score
-distribution; the submissions that failed to grade, with the reason. A check that nobody, or
-everybody, passes is flagged: a broken check, or one that tests nothing.
+distribution; the submissions that failed to grade, with the reason. A check that nobody passes is
+flagged (a broken check?), and one that everybody passes once the class is large enough for that to
+mean something (a check that tests nothing?): in a small class most checks are passed by everyone.
 
 The per-check results are read from the autograded notebooks' test-cell outputs (grader.runner's
 report: "ok    <check>", "FAIL  <check>: <why>", "no credit: <reason>"); the scores from the
@@ -16,6 +17,7 @@ import html
 import io
 import json
 import re
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from grader.coursedir import database_of
 
 NOTES_FILE = "grading-notes.json"
 UNFINISHED = "not implemented yet"  # grader.runner's message for a skeleton left as handed out
+EVERYBODY_FROM = 20  # learners: below this, "everybody passes" is what most checks show, not a warning
 CHECK_LINE = re.compile(r"^\s*(ok|FAIL)\s{2,}(.+)$")
 
 
@@ -141,9 +144,11 @@ def figures(data: dict) -> dict[str, str]:
     sns.set_theme(style="whitegrid")
 
     def pass_rates(plt):
-        labels = [f"{e.removeprefix('test_')}: {c[:60]}" for e, c in data["checks"]]
+        # whole check names, wrapped (cut at a width they lost their ends, which tell checks apart)
+        labels = [textwrap.fill(f"{e.removeprefix('test_')}: {c}", 60) for e, c in data["checks"]]
         rates = [p / (p + f) for p, f in data["checks"].values()]
-        fig, ax = plt.subplots(figsize=(9, 0.32 * len(labels) + 1.2))
+        lines = sum(label.count("\n") + 1 for label in labels)
+        fig, ax = plt.subplots(figsize=(11, 0.26 * lines + 0.12 * len(labels) + 1.2))
         sns.barplot(x=rates, y=labels, hue=[lab.split(":")[0] for lab in labels], dodge=False, ax=ax, legend=False)
         ax.set(xlim=(0, 1), xlabel="share of learners passing", ylabel="")
         return fig
@@ -162,15 +167,23 @@ def figures(data: dict) -> dict[str, str]:
     return out
 
 
+def _flag(passed: int, failed: int) -> str:
+    if passed == 0:
+        return f"nobody passes (0 of {failed} learners)"
+    if failed == 0 and passed >= EVERYBODY_FROM:
+        return f"every one of {passed} learners passes"
+    return ""
+
+
 def render(chapter: Chapter, data: dict) -> str:
     esc = html.escape
     pics = figures(data)
     graded = len(data["scores"]) - len(data["failed"])
     rows, flags = [], []
     for (exercise, check), (passed, failed) in data["checks"].items():
-        flag = "nobody passes" if passed == 0 else "everybody passes" if failed == 0 else ""
+        flag = _flag(passed, failed)
         if flag:
-            flags.append(f"<li><b>{esc(exercise)}</b> &middot; {esc(check)}: {flag} ({passed + failed} learners)</li>")
+            flags.append(f"<li><b>{esc(exercise)}</b> &middot; {esc(check)}: {flag}</li>")
         rows.append(f"<tr class='{'flag' if flag else ''}'><td>{esc(exercise)}</td><td>{esc(check)}</td>"
                     f"<td>{passed} / {passed + failed}</td><td>{esc(flag)}</td></tr>")
     common = "".join(f"<tr><td>{n}</td><td>{esc(e)}</td><td>{esc(c)}</td><td>{esc(data['examples'][(e, c)][:200])}</td></tr>"
@@ -187,7 +200,9 @@ tr.flag{{background:#fff3cd}}img{{max-width:100%}}.flags{{background:#fff3cd;pad
 <body><h1>{esc(chapter.assignment)}: class report</h1>
 <p>{len(data['scores'])} submission(s) in the gradebook; {graded} graded, {len(data['failed'])} failed to grade.</p>
 <h2>Checks to look at</h2>
-{f"<ul class='flags'>{''.join(flags)}</ul>" if flags else "<p>No check that nobody or everybody passes.</p>"}
+{f"<ul class='flags'>{''.join(flags)}</ul>" if flags else "<p>No check flagged.</p>"}
+{"" if graded >= EVERYBODY_FROM else f"<p>With {graded} graded learner(s), a check that every one of them passes is "
+ f"not flagged: that takes at least {EVERYBODY_FROM} learners to suggest a check that tests nothing.</p>"}
 <h2>Score distribution</h2>{img("distribution", "histogram of the class's scores")}
 <h2>Passes per check</h2>{img("checks", "share of learners passing each check")}
 <table><tr><th>exercise</th><th>check</th><th>passed</th><th>flag</th></tr>{''.join(rows)}</table>

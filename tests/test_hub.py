@@ -10,15 +10,23 @@ runs as this unix user, a home per learner) and the throwaway dummy authenticato
 apart by nbgrader's exchange (what it lists and fetches for each), not by the file system: a real class
 adds PAM or OAuth/LTI logins and a unix user or a container per learner (deploy/jupyterhub/ says how).
 
-Needs configurable-http-proxy (`make test-integration` installs it into .hub/) and Chromium.
+The instructor's commands are typed into a terminal of their own server, as they would type them:
+a login shell, whose /etc/profile resets PATH (deploy/jupyterhub/jupyter_server_config.py puts the
+course's tools back). A learner's Validate must report a failing public check.
+
+Needs configurable-http-proxy (`make test-integration` installs it into .hub/) and Chromium. The
+tests of the deployment's pieces that need neither (a busy port, the terminal's PATH, Validate with
+the deployment's nbgrader config) are not integration tests and run in `make test`.
 """
 from __future__ import annotations
 
 import csv
 import json
 import os
+import re
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -30,14 +38,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import websocket
 from nbgrader.api import Gradebook
 
 from grader import samples
 from grader.chapters import REPO, find_chapter
 from grader.runner import exercises
 from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
-
-pytestmark = pytest.mark.integration
 
 DEPLOY = REPO / "deploy" / "jupyterhub"
 BIN = Path(sys.executable).parent
@@ -82,13 +89,88 @@ class Hub:
         reply = self.api("POST", f"/user/instructor/formgrader/api/assignment/{CHAPTER.assignment}/{action}", token, body=b"")
         assert reply.get("success"), (action, reply)
 
-    def instructor(self, *command: str) -> str:
-        """A command as the instructor types it in a terminal of their server (same environment)."""
-        env = dict(os.environ, HOME=str(self.home("instructor")), USER="instructor", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
-                   JUPYTER_CONFIG_PATH=str(DEPLOY), COURSE_EXCHANGE_ROOT=str(self.exchange), COURSE_DIRECTORY=str(self.course))
-        proc = subprocess.run(command, cwd=self.course, env=env, capture_output=True, text=True)
-        assert proc.returncode == 0, f"{' '.join(command)} failed:\n{proc.stdout}\n{proc.stderr}"
-        return proc.stdout + proc.stderr
+    def instructor(self, token: str, command: str) -> str:
+        """A command as the instructor types it in a terminal of their server (a login shell)."""
+        return run_in_terminal(f"{self.url}/user/instructor", token, command)
+
+
+def run_in_terminal(server: str, token: str, command: str, timeout: float = 900) -> str:
+    """`command` typed into a new terminal of the Jupyter server at `server`; what the terminal showed.
+    Fails unless the command exits 0."""
+    auth = {"Authorization": f"token {token}"}
+    request = urllib.request.Request(f"{server}/api/terminals", method="POST", headers=auth, data=b"")
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        name = json.loads(reply.read())["name"]
+    ws = websocket.create_connection(f"ws{server.removeprefix('http')}/terminals/websocket/{name}",
+                                     header=[f"{k}: {v}" for k, v in auth.items()], timeout=timeout)
+    marker, shown = secrets.token_hex(4), ""
+    ws.send(json.dumps(["stdin", f"{command}; echo {marker}-$?-end\r"]))  # the echoed line shows `$?`, not digits
+    deadline = time.monotonic() + timeout
+    while not (done := re.search(rf"{marker}-(\d+)-end", shown)) and time.monotonic() < deadline:
+        kind, *content = json.loads(ws.recv())
+        shown += content[0] if kind == "stdout" else ""
+    ws.close()
+    urllib.request.urlopen(urllib.request.Request(f"{server}/api/terminals/{name}", method="DELETE", headers=auth), timeout=60)
+    assert done and done[1] == "0", f"{command} failed in the terminal:\n{shown}"
+    return shown
+
+
+def test_make_hub_runs_its_programs_from_the_hub_state_folder():
+    """`make hub` changes into the hub's state folder first: a program named relative to the
+    repository (`.venv/bin/python` choosing a free port) is not found there."""
+    shown = subprocess.run(["make", "-n", "hub"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    [start] = [line for line in shown.splitlines() if line.startswith("cd ")]
+    assert not re.search(r"(?<![/\w.])\.venv/", start), start
+
+
+def test_a_busy_port_stops_the_hub_with_its_reason(tmp_path, monkeypatch):
+    from traitlets.config import Config
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        monkeypatch.setenv("COURSE_HUB_PORT", str(busy.getsockname()[1]))
+        monkeypatch.setenv("COURSE_HUB_STATE", str(tmp_path))
+        config = DEPLOY / "jupyterhub_config.py"
+        with pytest.raises(SystemExit, match=rf"cannot serve the hub on 127.0.0.1:{busy.getsockname()[1]}: .*COURSE_HUB_PORT"):
+            exec(compile(config.read_text(), str(config), "exec"), {"get_config": Config, "__file__": str(config)})
+
+
+def test_a_terminal_login_shell_finds_the_course_tools(tmp_path):
+    """As the hub starts a server (its environment with COURSE_BIN, PATH without the course's tools
+    first): the terminal's login shell finds grader and nbgrader."""
+    port, token = free_port(), secrets.token_hex(8)
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "COURSE_BIN": str(BIN), "JUPYTER_CONFIG_PATH": str(DEPLOY),
+           "COURSE_EXCHANGE_ROOT": str(tmp_path / "exchange"), "LANG": "C.UTF-8"}
+    server = subprocess.Popen([str(BIN / "jupyter-server"), f"--port={port}", f"--ServerApp.token={token}", "--no-browser",
+                               f"--ServerApp.root_dir={tmp_path}", *(["--allow-root"] if os.getuid() == 0 else [])],
+                              env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: server.poll() is None and http_ok(f"{url}/api/status?token={token}"), 60, "the Jupyter server")
+        shown = run_in_terminal(url, token, "command -v grader; command -v nbgrader; grader --help >/dev/null && nbgrader --version")
+        assert f"{BIN}/grader" in shown and f"{BIN}/nbgrader" in shown, shown
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def validate(notebook: Path) -> dict:
+    """What a learner's Validate button gets: nbgrader's Validator with the class's nbgrader config."""
+    from nbgrader.validator import Validator
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(DEPLOY)).load_config()
+    return Validator(config=config).validate(str(notebook))
+
+
+def test_validate_reports_a_failing_public_check(tmp_path):
+    folder = tmp_path / CHAPTER.assignment
+    shutil.copytree(REPO / "course" / CHAPTER.assignment, folder)  # the chapter as a learner fetches it
+    nbformat.write(samples.partly_wrong(CHAPTER, mistakes=1), folder / CHAPTER.notebook_name)
+    result = validate(folder / CHAPTER.notebook_name)
+    assert [f["source"] for f in result.get("failed", [])] == [f"checks.check_{samples.wrong_variants(CHAPTER)[0].exercise}"
+                                                              f"({samples.wrong_variants(CHAPTER)[0].exercise})"], result
 
 
 @pytest.fixture(scope="module")
@@ -190,17 +272,18 @@ def feedback_files(hub: Hub, user: str) -> list[Path]:
     return sorted((hub.home(user) / CHAPTER.assignment / "feedback").glob(f"*/{CHAPTER.name}.html"))
 
 
+@pytest.mark.integration
 def test_a_class_on_the_hub(hub, browser):
     started = time.monotonic()
     points = {name: ex.points for name, ex in exercises(CHAPTER.name).items()}
     total = sum(points.values())
     wrong = samples.wrong_variants(CHAPTER)[0].exercise  # learner 2's catalogued mistake
 
-    # The instructor: the chapter into the hub's course directory (a terminal), then nbgrader's
-    # exchange from their own server's Formgrader.
-    hub.instructor(str(BIN / "grader"), "release", CHAPTER.number, "--course-dir", str(hub.course))
+    # The instructor: the chapter into the hub's course directory (typed in a terminal of their
+    # server, with the README's command), then nbgrader's exchange from their own Formgrader.
     tokens = {user: hub.token(user) for user in ("instructor", *LEARNERS)}
     hub.start("instructor", tokens["instructor"])
+    hub.instructor(tokens["instructor"], f"nbgrader --version && grader release {CHAPTER.number} --course-dir {hub.course}")
     hub.formgrader(tokens["instructor"], "release")
     formgrader = hub.api("GET", "/user/instructor/formgrader/api/assignments", tokens["instructor"])
     assert [(a["name"], a["status"]) for a in formgrader] == [(CHAPTER.assignment, "released")], formgrader
@@ -236,6 +319,11 @@ def test_a_class_on_the_hub(hub, browser):
     hub.start("learner2", tokens["learner2"])
     assignment_action(hub, "learner2", tokens["learner2"], "fetch")
     save_notebook(hub, "learner2", tokens["learner2"], samples.partly_wrong(CHAPTER, mistakes=1))
+    # Validate, as the notebook's button asks the learner's server: the failing public check is reported.
+    checked = hub.api("POST", "/user/learner2/assignments/validate", tokens["learner2"],
+                      body={"path": f"{CHAPTER.assignment}/{CHAPTER.notebook_name}"})
+    assert checked["success"] and [f["source"] for f in checked["value"].get("failed", [])] == [
+        f"checks.check_{wrong}({wrong})"], checked
     listed = assignment_action(hub, "learner2", tokens["learner2"], "submit")
     assert listed["success"], listed
     with pytest.raises(urllib.error.HTTPError, match="404"):  # no Formgrader in a learner's server
@@ -245,8 +333,7 @@ def test_a_class_on_the_hub(hub, browser):
     hub.formgrader(tokens["instructor"], "collect")
     submitted = hub.course / "submitted" / "learner1" / CHAPTER.assignment
     collected = (submitted / CHAPTER.notebook_name).read_bytes()
-    summary = hub.instructor(str(BIN / "grader"), "autograde", str(hub.course / "submitted"), "--course-dir",
-                             str(hub.course), "--jobs", "2", "--quiet")
+    summary = hub.instructor(tokens["instructor"], f"grader autograde {hub.course / 'submitted'} --course-dir {hub.course} --jobs 2 --quiet")
     # The learner's own notebook is kept (grading stages the repaired one into submitted/), with nbgrader's timestamp.
     kept = hub.course / "originals" / "learner1" / CHAPTER.assignment
     assert (kept / CHAPTER.notebook_name).read_bytes() == collected

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples
+from grader import lms, samples
 from grader.chapters import find_chapter
 from grader.grading import autograde_class
 from grader.intake import gather
@@ -57,7 +57,9 @@ def test_canvas_zip_is_graded_per_learner_and_chapter(graded):
     assert ("resubmitted: ada 05_add_and_norm: ada_101_5107_add_and_norm-1.ipynb counts, resubmission number 1; "
             "ada_101_5002_add_and_norm.ipynb is not graded") in summary
     assert 0 < scores[("ben", ATTENTION.assignment)] < total(ATTENTION)
-    assert "late: ben_LATE_102_5003_self_attention.ipynb: Canvas marks it late" in summary
+    # Canvas's mark gives no time: the summary says the file is graded as on time and what a penalty needs.
+    assert f"late: ben_LATE_102_5003_self_attention.ipynb: {lms.LATE_WITHOUT_TIME}" in summary
+    assert "graded as on time" in lms.LATE_WITHOUT_TIME and "(?P<timestamp>" in lms.LATE_WITHOUT_TIME
     # Nothing is dropped silently: each file that is no one's chapter is named, with the reason.
     assert "unmatched: self_attention.ipynb: the name carries no learner" in summary
     assert "unmatched: dee_104_5005_notes.ipynb: learner 'dee', but notes.ipynb: cannot tell which chapter" in summary

@@ -3,6 +3,7 @@ notebooks, due dates with a late policy and an extension, a regrade after a hidd
 (with --never-lower and undo), the class report, and the Canvas and Moodle exports."""
 import csv
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import nbformat
@@ -14,7 +15,7 @@ from grader.chapters import find_chapter
 from grader.cli import main
 from grader.demo import write_class
 from grader.grading import Submission, autograde_class
-from grader.regrade import regrade, undo
+from grader.regrade import format_changes, regrade, undo
 from grader.report import write_report
 from grader.runner import exercises
 from grader.spec import Check
@@ -159,6 +160,27 @@ def test_exports(graded, tmp_path):
     assert sorted(moodle.not_in_roster) == ["cy", "dee", "eve"]
 
 
+def test_feedback_as_a_learner_reads_it(graded):
+    course, _ = graded
+    feedback = lambda student: (course / "feedback" / student / CHAPTER.assignment / f"{CHAPTER.name}.html").read_text()  # noqa: E731
+    cy = feedback("cy")
+    toc = cy.split('<div id="toc">')[1].split("</div>")[0]
+    assert "Test cell" not in toc and all(f">{name}</a>" in toc for name in exercises(CHAPTER.name))
+    assert "Out[" not in cy  # the partial credit nbgrader reads is the heading's score, not an output
+    assert "white-space: pre-wrap" in cy.split("</head>")[0]  # a FAIL line wraps instead of scrolling
+    eve = feedback("eve")
+    assert eve.count("is not a readable Jupyter notebook") == 1, "the reason once, not in every test cell"
+    assert eve.count("no credit: the same reason as above") == len(exercises(CHAPTER.name)) - 1
+
+
+def test_feedback_maths_show_offline(graded):
+    pytest.importorskip("latex2mathml")
+    course, _ = graded
+    page = (course / "feedback" / "cy" / CHAPTER.assignment / f"{CHAPTER.name}.html").read_text()
+    prose = re.sub(r"<(code|pre|script|style)\b.*?</\1>|<[^>]*>", "", page.split("<body", 1)[1], flags=re.S)
+    assert page.count("<math") > 20 and "$" not in prose  # MathML, no TeX left for a MathJax from a CDN
+
+
 def test_report(graded):
     course, _ = graded
     page = write_report(course, CHAPTER).read_text()
@@ -212,3 +234,81 @@ def test_regrade_after_a_check_changes(graded, stricter_check):
     assert rows["ada"]["kept_old"] and rows["ada"]["new"] < rows["ada"]["old"]
     assert gradebook(course)["ada"] == before["ada"]
     assert gradebook(course)["cy"][1] == 0 and not rows["cy"]["kept_old"]
+
+
+def test_export_to_the_lms_own_columns_and_a_roster_in_another_encoding(graded, tmp_path):
+    course, _ = graded
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    roster = tmp_path / "canvas.csv"
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\nAda,1,S1,ada,A\n")
+    column = "Self-attention (1234)"  # the Canvas assignment the instructor made, by name and id
+    mapped = export.build(db, [CHAPTER], roster, "canvas", exercises=True, columns=export.column_names([f"02={column}"]))
+    assert CHAPTER.assignment not in mapped.columns and column in mapped.columns
+    assert f"{column}: softmax" in mapped.columns and mapped.rows[1][column] != ""
+    with pytest.raises(ValueError, match="CHAPTER=COLUMN"):
+        export.column_names(["Self-attention"])
+    with pytest.raises(ValueError, match="does not hold"):
+        export.build(db, [CHAPTER], roster, "canvas", columns=export.column_names(["03=Positions"]))
+    roster.write_bytes("Student,ID,SIS User ID,SIS Login ID,Section\nZoë,1,S1,ada,A\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"canvas\.csv: not UTF-8.*CSV UTF-8"):
+        export.build(db, [CHAPTER], roster, "canvas")
+
+
+def test_grades_csv_leaves_a_chapter_never_submitted_empty(tmp_path):
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        for name in ("02_self_attention", "03_positional_encoding"):
+            gb.add_assignment(name)
+        gb.add_student("ada", last_name="Lovelace, A.")
+        gb.add_submission("02_self_attention", "ada")
+        export.write_course_csv(gb, tmp_path / "grades.csv")
+    rows = {r["assignment"]: r for r in csv.DictReader((tmp_path / "grades.csv").open())}
+    assert rows["02_self_attention"]["score"] == "0.0" and rows["02_self_attention"]["last_name"] == "Lovelace, A."
+    assert rows["03_positional_encoding"]["score"] == rows["03_positional_encoding"]["raw_score"] == ""
+
+
+def test_regrade_summary_counts_kept_scores_apart():
+    rows = [{"student": "ada", "old": 10.0, "new": 8.0, "checks": {"test_softmax": [2, 0]}, "kept_old": True},
+            {"student": "cy", "old": 6.0, "new": 7.0, "checks": {}, "kept_old": False},
+            {"student": "ben", "old": 0.0, "new": 0.0, "checks": {}, "kept_old": False}]
+    first = format_changes(rows, CHAPTER).splitlines()[0]
+    assert first == (f"{CHAPTER.assignment}: 1 of 3 learner(s) changed; 1 would have gone down and kept "
+                     "the old score (--never-lower)")
+
+
+@pytest.mark.parametrize("learners", [6, 25])
+def test_report_flags_a_check_everybody_passes_only_in_a_class_large_enough(learners):
+    from collections import Counter
+
+    from grader.report import render
+
+    long_check = "inputs around 1e4 give finite, correct probabilities (exp overflows without the shift by the row max)"
+    data = {"scores": {f"s{i}": (10.0, 0.0) for i in range(learners)}, "max_score": 10.0, "failed": {},
+            "checks": {("test_softmax", long_check): (learners, 0), ("test_softmax", "rows sum to 1"): (0, learners)},
+            "failures": Counter(), "examples": {}, "unfinished": {}, "notes": {}}
+    page = render(CHAPTER, data)
+    flags = page.split("<h2>Checks to look at</h2>")[1].split("<h2>")[0]
+    assert f"rows sum to 1: nobody passes (0 of {learners} learners)" in flags
+    assert (f"every one of {learners} learners passes" in flags) == (learners >= 20)
+    assert ("a check that every one of them passes is not flagged" in flags) == (learners < 20)
+
+
+def test_the_demo_prints_no_warning_and_no_path_into_its_deleted_folder(tmp_path, monkeypatch, capsys):
+    import warnings
+
+    from grader import demo
+    from grader.chapters import CHAPTERS
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nbformat's DuplicateCellId for a sample that copies a cell
+        write_class(tmp_path, list(CHAPTERS))
+    seen = {}
+
+    def autograde(inbox, course, **_):
+        seen["root"] = course.parent
+        return f"Gradebook sqlite:///{course}/gradebook.db\nnote: {inbox}/eve/x.ipynb: unreadable\ngrades:   {course}/grades.csv"
+
+    monkeypatch.setattr(demo, "autograde_class", autograde)
+    demo.run_demo(None, [CHAPTER])
+    out = capsys.readouterr().out
+    assert str(seen["root"]) not in out and "grades:   course/grades.csv" in out and "inbox/eve/x.ipynb" in out
+    assert "deleted when it ends" in out

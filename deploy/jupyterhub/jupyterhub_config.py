@@ -39,12 +39,33 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def require_free(ip: str, port: int, proxy_pid_file: Path) -> None:
+    """The proxy serves the hub's port; on a busy port it dies while JupyterHub goes on to log "JupyterHub
+    is now running". Stop here instead, unless the port is held by this hub's own proxy from an
+    earlier run, which JupyterHub stops first (its pid file)."""
+    with socket.socket() as sock:
+        try:
+            sock.bind((ip, port))
+            return
+        except OSError as err:
+            reason = err.strerror
+    if proxy_pid_file.exists():
+        try:
+            os.kill(int(proxy_pid_file.read_text().strip()), 0)
+            return
+        except (ValueError, OSError):
+            pass
+    sys.exit(f"cannot serve the hub on {ip}:{port}: {reason}. Stop what uses that port, or choose another "
+             "(COURSE_HUB_PORT; `make hub HUB_PORT=8001`)")
+
+
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 
 state = Path(env("COURSE_HUB_STATE", "/srv/jupyterhub"))
 state.mkdir(parents=True, exist_ok=True)
 c.JupyterHub.ip = env("COURSE_HUB_IP", "127.0.0.1")
 c.JupyterHub.port = int(env("COURSE_HUB_PORT", "8000"))
+require_free(c.JupyterHub.ip, c.JupyterHub.port, state / "jupyterhub-proxy.pid")
 c.JupyterHub.hub_ip = "127.0.0.1"
 c.JupyterHub.hub_port = free_port()
 c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
@@ -85,6 +106,7 @@ c.Spawner.environment = {
     "JUPYTER_CONFIG_PATH": lambda spawner: str(HERE) if spawner.user.name == instructor
     else os.pathsep.join([str(HERE / "learner"), str(HERE)]),
     "COURSE_EXCHANGE_ROOT": exchange,
+    "COURSE_BIN": str(BIN),  # a terminal's login shell resets PATH; jupyter_server_config.py puts this back
     "MPLBACKEND": "Agg",
 }
 if env("COURSE_HUB_SPAWNER", "local") == "simple":

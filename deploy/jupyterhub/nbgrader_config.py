@@ -11,6 +11,9 @@ c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
 # The course id `grader` gives every course directory (grader/coursedir.py).
 c.CourseDirectory.course_id = "transformers-from-scratch"
+# A learner's Validate runs every public check: without this it stops at nothing and says
+# "Success! Your notebook passes all the tests" though a check failed.
+c.Validator.validate_all = True
 c.Exchange.root = os.environ.get("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
 if os.environ.get("COURSE_DIRECTORY"):  # the instructor's server only
     c.CourseDirectory.root = os.environ["COURSE_DIRECTORY"]
