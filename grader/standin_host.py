@@ -19,6 +19,7 @@ from torch.func import functional_call
 
 from grader.standins import PLAIN, FixedDropout, _fill, _flatten
 
+
 def _tree(module: nn.Module) -> dict:
     """A stand-in module's parameters, buffers, children and plain settings, for its Shadow."""
     return {

@@ -3,8 +3,11 @@ notebooks, due dates with a late policy and an extension, a regrade after a hidd
 (with --never-lower and undo), the class report, and the Canvas and Moodle exports."""
 import csv
 import json
+import os
 import re
+import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -254,7 +257,9 @@ def test_export_to_the_lms_own_columns_and_a_roster_in_another_encoding(graded, 
         export.build(db, [CHAPTER], roster, "canvas")
 
 
-def test_grades_csv_leaves_a_chapter_never_submitted_empty(tmp_path):
+def test_grades_csv_leaves_a_chapter_never_submitted_empty(tmp_path, monkeypatch):
+    # a new gradebook runs nbgrader's `alembic`, found beside this interpreter (make test leaves PATH alone)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
         for name in ("02_self_attention", "03_positional_encoding"):
             gb.add_assignment(name)

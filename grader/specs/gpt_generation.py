@@ -811,9 +811,9 @@ def _(fn):
         raise AssertionError("generate switched the model to eval mode; leave its mode to the caller")
 
 
-@generate.check("the model's mode is left unchanged: a model in eval mode stays in eval mode, one in training mode "
-                "stays in training mode (with and without the cache)",
-                states=("a model in eval mode stays in eval mode, one in training mode stays in training mode",))
+@generate.side_check("the model's mode is left unchanged: a model in eval mode stays in eval mode, one in training "
+                     "mode stays in training mode (with and without the cache)",
+                     states=("a model in eval mode stays in eval mode, one in training mode stays in training mode",))
 def _(fn):
     for training in (False, True):
         model = WindowModel(seed=992).train(training)
