@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from grader import samples
+from grader import samples, seeds
 from grader.chapters import find_chapter
 from grader.coursedir import CourseDir
 
@@ -76,7 +76,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-stock", action="store_true")
     parser.add_argument("--repeat", type=int, default=3, help="runs of the cold `grader grade` and of `import torch`")
+    parser.add_argument("--secret", type=int, default=1, help="the hidden inputs' secret of both routes (grader.seeds)")
     args = parser.parse_args()
+    # One secret for both routes, so that "same scores" compares like with like: `grader autograde`
+    # otherwise draws one per submission, and a wrong answer's partial score depends on the inputs.
+    os.environ[seeds.ENV] = str(args.secret)
     chapters = [find_chapter(c) for c in args.chapters]
     grader = [sys.executable, "-m", "grader"]
     print(f"{os.cpu_count()} CPU cores, python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}")

@@ -294,7 +294,7 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
     `term` (grader.term.Term): due dates, extensions and the late policy; `book`: the locks recording
     holds on a gradebook other graders share (grader.gradebook); `reuse_secrets`: draw the hidden
     inputs from the secrets kept at the last grading (grader.seeds), as a regrade does; `secret`:
-    one for every submission instead (reproducible scores, for tests)."""
+    one for every submission instead (reproducible scores, for tests; else $COURSE_GRADING_SEED if set)."""
     for sub in submissions:
         stage(course, sub, released, rerun_all)
     staged = [s for s in submissions if s.chapter and s.cells]
@@ -321,6 +321,7 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
         if sub.error:  # nothing to run: record the zero and its reason now
             recorded(sub, None)
     judged = [s for s in staged if not s.error]
+    secret = seeds.fixed() if secret is None else secret
     drawn = seeds.for_submissions(course.root, judged, reuse_secrets) if secret is None else {}
     jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment, drawn.get(s.key, secret))
             for s in judged]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grader import seeds
 from grader.forbid import recording
 from grader.kept import Record, guarded
 from grader.spec import Exercise, collect, hidden_inputs, in_place_record
@@ -154,14 +155,9 @@ def _imports_reference(obj: Any) -> bool:
     return False
 
 
-SECRET_ENV = "COURSE_GRADING_SEED"  # the hidden inputs' secret in a kernel (grader.spec.hidden_inputs); 0 if unset
-
-
 def kernel_secret() -> int:
-    try:
-        return int(os.environ.get(SECRET_ENV, "0"))
-    except ValueError:
-        return 0
+    """The hidden inputs' secret in a kernel: $COURSE_GRADING_SEED (grader.seeds), else 0 (the seeds as written)."""
+    return seeds.fixed() or 0
 
 
 def evaluate(exercise: Exercise, namespace: dict, secret: int | None = None) -> Result:
