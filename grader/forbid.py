@@ -11,9 +11,11 @@ to recognise; it is recorded by its Python name, wrapped while the test cell run
 function, by identity in a `TorchFunctionMode` (which also sees a reference captured earlier).
 
 Where grading is sandboxed this runs in the child, beside the learner's code (grader.probe), which
-could pop the modes or restore the names: the rule is as strong as in any kernel. In the stock-
-nbgrader route it runs in the kernel too, where the checks' own oracles call the same routines: a
-call counts only when the nearest caller outside torch is not grader code.
+could pop the modes or restore the names: the rule is as strong as in any kernel. No check's oracle
+runs there, so every call counts (`in_sandbox`): a file name is no alibi, since the learner's code can
+compile its own under the grader's folder. In the stock-nbgrader route it runs in the kernel, where
+the checks' own oracles call the same routines: a call counts only when the nearest caller outside
+torch is not grader code.
 """
 from __future__ import annotations
 
@@ -88,7 +90,7 @@ def kernels_of(routines: tuple[str, ...]) -> dict[Any, str]:
     found = {}
     for dotted in routines:
         for name in KERNELS.get(dotted, ()):
-            packet = getattr(torch.ops.aten, name, None) if hasattr(torch.ops.aten, name) else None
+            packet = getattr(torch.ops.aten, name, None)
             if packet is not None:
                 found.setdefault(packet, f"{dotted} (aten.{name})")
     return found
@@ -97,9 +99,9 @@ def kernels_of(routines: tuple[str, ...]) -> dict[Any, str]:
 class KernelRecorder(TorchDispatchMode):
     """Records a forbidden kernel reached from learner code; every operator runs as it would."""
 
-    def __init__(self, kernels: dict, calls: list):
+    def __init__(self, kernels: dict, calls: list, learner):
         super().__init__()
-        self.kernels, self.calls = kernels, calls
+        self.kernels, self.calls, self.learner = kernels, calls, learner
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -107,7 +109,7 @@ class KernelRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         dotted = self.kernels.get(func.overloadpacket)
-        if dotted is not None and _called_by_learner():
+        if dotted is not None and self.learner():
             self.calls.append(dotted)
         return func(*args, **(kwargs or {}))
 
@@ -115,22 +117,22 @@ class KernelRecorder(TorchDispatchMode):
 class FunctionRecorder(TorchFunctionMode):
     """Records a forbidden torch function by identity, however the learner's code got hold of it."""
 
-    def __init__(self, functions: dict, calls: list):
+    def __init__(self, functions: dict, calls: list, learner):
         super().__init__()
-        self.functions, self.calls = functions, calls
+        self.functions, self.calls, self.learner = functions, calls, learner
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         try:
             dotted = self.functions.get(func)
         except TypeError:  # an unhashable callable is none of ours
             dotted = None
-        if dotted is not None and _called_by_learner():
+        if dotted is not None and self.learner():
             self.calls.append(dotted)
         return func(*args, **(kwargs or {}))
 
 
 @contextlib.contextmanager
-def _names_wrapped(routines: tuple[str, ...], calls: list):
+def _names_wrapped(routines: tuple[str, ...], calls: list, learner):
     """Wrap each routine by its Python name so a call from learner code is recorded; restore them."""
     restore = []
     for dotted in routines:
@@ -139,7 +141,7 @@ def _names_wrapped(routines: tuple[str, ...], calls: list):
         original = getattr(owner, attr)
 
         def wrapper(*args, _original=original, _dotted=dotted, **kwargs):
-            if _called_by_learner():
+            if learner():
                 calls.append(_dotted)
             return _original(*args, **kwargs)
 
@@ -156,9 +158,12 @@ def _names_wrapped(routines: tuple[str, ...], calls: list):
 
 
 @contextlib.contextmanager
-def recording(routines: tuple[str, ...]):
-    """Record, into the list it yields, each forbidden routine the learner's code calls meanwhile."""
+def recording(routines: tuple[str, ...], oracles_beside: bool = True):
+    """Record, into the list it yields, each forbidden routine the learner's code calls meanwhile.
+    `oracles_beside`: the checks' oracles run in this process too (the kernel route), so grader code's
+    calls are theirs; else (`in_sandbox`) every call is the learner's."""
     calls: list[str] = []
+    learner = _called_by_learner if oracles_beside else (lambda: True)
     if not routines:
         yield calls
         return
@@ -168,14 +173,19 @@ def recording(routines: tuple[str, ...]):
         if not isinstance(original, type) and getattr(original, "__hash__", None) is not None:
             functions.setdefault(original, dotted)
     kernels = kernels_of(routines)
-    modes = ([FunctionRecorder(functions, calls)] if functions else []) + \
-        ([KernelRecorder(kernels, calls)] if kernels else [])
+    modes = ([FunctionRecorder(functions, calls, learner)] if functions else []) + \
+        ([KernelRecorder(kernels, calls, learner)] if kernels else [])
     for mode in modes:
         mode.__enter__()
     try:
-        with _names_wrapped(routines, calls):
+        with _names_wrapped(routines, calls, learner):
             yield calls
     finally:
         for mode in reversed(modes):
             with contextlib.suppress(Exception):  # learner code may have popped it already
                 mode.__exit__(None, None, None)
+
+
+def in_sandbox(routines: tuple[str, ...]):
+    """`recording` in the sandboxed child, where no oracle runs: every call is the learner's."""
+    return recording(routines, oracles_beside=False)

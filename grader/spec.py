@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import zlib
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -179,9 +180,6 @@ def assert_raises_value_error(fn: Callable, *args, **kwargs) -> None:
 # (grader.remote) the learner's in-place changes are recorded and never written into the check's
 # objects; in the stock-nbgrader route (grader.runner, in the learner's kernel) the learner's code
 # gets copies and the same record (grader.kept); the kept copy tells wherever nothing recorded.
-import contextlib  # noqa: E402 - this part of the module is kept at its end (one owner per part)
-from contextvars import ContextVar  # noqa: E402
-
 _IN_PLACE_RECORD: ContextVar = ContextVar("in_place_record", default=None)
 
 

@@ -28,7 +28,8 @@ import matplotlib.pyplot  # noqa: E402,F401
 from IPython.core.displaypub import CapturingDisplayPublisher  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
-from grader import runner, sandbox  # noqa: E402
+from grader import sandbox  # noqa: E402
+from grader.forbid import in_sandbox  # noqa: E402
 from grader.probe import CellTimeout, Server, alarm  # noqa: E402
 
 try:  # optional third-party packages the notebooks use: import once here when present
@@ -192,7 +193,7 @@ def _serve_test(conn, shell, index: int, exercise: str) -> None:
     sink, saved = BoundedText(0), (sys.stdout, sys.stderr)
     sys.stdout = sys.stderr = sink  # what the learner's code prints while checked is not shown
     try:
-        Server(conn, shell.user_ns, runner.recording).serve()
+        Server(conn, shell.user_ns, in_sandbox).serve()
     finally:
         sys.stdout, sys.stderr = saved
 

@@ -63,6 +63,22 @@ RAISES = "def scaled_dot_product_attention(q, k, v, mask=None):\n    raise Value
 # (F.softmax captured alone was caught before issue 29: it calls the wrapped torch.Tensor.softmax)
 CAPTURE = "import torch\n_captured = torch.Tensor.softmax\n"
 
+# a call passed off as grader code: compiled under a file name in the grader's folder, found through gc
+# (in the sandbox no oracle runs beside the learner's code, so a file name is no alibi there)
+DISGUISED = """import gc
+import types
+
+import torch
+
+_where = next(f.__globals__['GRADER_DIR'] for f in gc.get_objects()
+              if type(f) is types.FunctionType and f.__name__ == '_called_by_learner')
+exec(compile('def _sm(x, dim):\\n    return torch.softmax(x, dim)\\n', _where + '/spec.py', 'exec'))
+
+
+def softmax(x, dim=-1):
+    return _sm(x, dim)
+"""
+
 CASES = [
     # 6: hidden inputs drawn from a secret per grading, so a recorded table answers nothing
     Case("replay-recorded-inputs", lookup_table_softmax, WITHOUT_SOFTMAX),
@@ -74,6 +90,7 @@ CASES = [
     Case("forbidden-method-softmax", cells(answers={"softmax": forbidden_softmax("x.softmax(dim)")}), WITHOUT_SOFTMAX),
     Case("forbidden-captured-before-test", cells(answers={"softmax": forbidden_softmax("_captured(x, dim=dim)")},
                                                  start=CAPTURE), WITHOUT_SOFTMAX),
+    Case("forbidden-disguised-as-grader-code", cells(answers={"softmax": DISGUISED}), WITHOUT_SOFTMAX),
     Case("forbidden-safe-softmax", cells(answers={"softmax": forbidden_softmax("torch._safe_softmax(x, dim)")}),
          WITHOUT_SOFTMAX),
     # 7: side rules pay only beside a right answer
