@@ -243,12 +243,24 @@ def test_the_outputs_kept_of_one_submission_are_bounded(tmp_path, monkeypatch):
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
-def python_for_nobody(scratch: Path) -> tuple[str, dict]:
+def repo_for_nobody(scratch: Path) -> tuple[list[str], Path]:
+    """A command prefix, and where uid 65534 finds the repository under it: the repository itself
+    where that user can read it; else (a clone in a private folder, as `mktemp -d` makes) a bind mount
+    of it in the world-readable scratch folder, in a mount namespace of the command's own."""
+    if subprocess.run(NOBODY + ["test", "-r", str(REPO / "grader" / "__init__.py")]).returncode == 0:
+        return [], REPO
+    mount = scratch / "repo"
+    mount.mkdir()
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" "$1" && shift && exec "$@"', str(REPO), str(mount)], mount
+
+
+def python_for_nobody(scratch: Path, repo: Path) -> tuple[str, dict]:
     """An interpreter with this one's packages that uid 65534 can run, and the environment it needs.
     This one, where it can; else (a virtual environment over an interpreter in a private home, as
     on the project's build machines) the system's interpreter of the same version, given the
     environment's packages by PYTHONPATH and an `alembic` command (nbgrader shells out to it)."""
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO)}
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(repo)}
     probe = [sys.executable, "-c", f"import subprocess; subprocess.run([{sys.executable!r}, '-V'], check=True)"]
     if subprocess.run(NOBODY + probe, env=env, capture_output=True).returncode == 0:
         return sys.executable, env
@@ -260,7 +272,9 @@ def python_for_nobody(scratch: Path) -> tuple[str, dict]:
     (shims / "alembic").write_text(f"#!{system}\nimport sys\nfrom alembic.config import main\nsys.exit(main())\n")
     (shims / "alembic").chmod(0o755)
     site = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
-    return system, {"PATH": f"{shims}:/usr/bin:/bin", "PYTHONPATH": f"{REPO}:{site}"}
+    if Path(site).is_relative_to(REPO):  # the environment inside the repository: seen through the mount
+        site = str(repo / Path(site).relative_to(REPO))
+    return system, {"PATH": f"{shims}:/usr/bin:/bin", "PYTHONPATH": f"{repo}:{site}"}
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
@@ -281,9 +295,10 @@ def run_as_nobody(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     os.chown(home, 65534, 65534)
-    python, env = python_for_nobody(tmp_path)
+    prefix, repo = repo_for_nobody(tmp_path)
+    python, env = python_for_nobody(tmp_path, repo)
     env.update(HOME=str(home), TMPDIR=str(home))
-    run = subprocess.run(NOBODY + [python, "-m", "grader", "grade", str(notebook), "--json"], env=env,
+    run = subprocess.run(prefix + NOBODY + [python, "-m", "grader", "grade", str(notebook), "--json"], env=env,
                          capture_output=True, text=True, timeout=600, cwd=home)
     assert run.returncode == 0, run.stderr[-3000:]
     [result] = json.loads(run.stdout)
