@@ -245,14 +245,16 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 def repo_for_nobody(scratch: Path) -> tuple[list[str], Path]:
     """A command prefix, and where uid 65534 finds the repository under it: the repository itself
-    where that user can read it; else (a clone in a private folder, as `mktemp -d` makes) a bind mount
-    of it in the world-readable scratch folder, in a mount namespace of the command's own."""
+    where that user can read it; else (a clone in a private folder, as `mktemp -d` makes, whose own
+    mode a bind mount keeps) its entries bind-mounted one by one into the world-readable scratch
+    folder, in a mount namespace of the command's own."""
     if subprocess.run(NOBODY + ["test", "-r", str(REPO / "grader" / "__init__.py")]).returncode == 0:
         return [], REPO
     mount = scratch / "repo"
     mount.mkdir()
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-            'mount --bind "$0" "$1" && shift && exec "$@"', str(REPO), str(mount)], mount
+            'for e in "$0"/* "$0"/.venv; do t="$1/${e##*/}"; if [ -d "$e" ]; then mkdir -p "$t"; else touch "$t"; fi; '
+            'mount --bind "$e" "$t" || exit 1; done; shift; exec "$@"', str(REPO), str(mount)], mount
 
 
 def python_for_nobody(scratch: Path, repo: Path) -> tuple[str, dict]:
