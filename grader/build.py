@@ -22,6 +22,8 @@ from grader.chapters import Chapter
 from grader.corpus import generated_files
 from grader.coursedir import CourseDir
 from grader.runner import exercises
+from grader.written import PREFIX as WRITTEN_PREFIX
+from grader.written import is_answer_cell, written
 
 TEST_PREFIX = "test_"
 HIDDEN_TEST = '''\
@@ -55,7 +57,8 @@ def solution_source(chapter: Chapter, name: str) -> str:
 def build_source_notebook(chapter: Chapter) -> nbformat.NotebookNode:
     nb = nbformat.read(chapter.course_notebook, as_version=4)
     specs = exercises(chapter.name)
-    solved, tested = [], []
+    questions = written(chapter.name)
+    solved, tested, answered = [], [], []
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -68,7 +71,14 @@ def build_source_notebook(chapter: Chapter) -> nbformat.NotebookNode:
         for key in ("deletable", "editable"):
             cell.metadata.pop(key, None)
         grade_id = meta["grade_id"]
-        if meta.get("solution"):
+        if is_answer_cell(cell):  # the model answer; nbgrader's release replaces it with "YOUR ANSWER HERE"
+            if grade_id not in questions or not grade_id.startswith(WRITTEN_PREFIX):
+                raise ValueError(f"{chapter.notebook_name}: written answer cell {grade_id} has no model answer "
+                                 f"and rubric in grader/rubrics/{chapter.name}.md")
+            cell.source = questions[grade_id].answer
+            meta["points"] = questions[grade_id].points
+            answered.append(grade_id)
+        elif meta.get("solution"):
             cell.source = solution_source(chapter, grade_id)
             solved.append(grade_id)
         elif meta.get("grade"):
@@ -84,6 +94,10 @@ def build_source_notebook(chapter: Chapter) -> nbformat.NotebookNode:
         if solved.count(name) != 1 or tested.count(name) != 1:
             raise ValueError(f"{chapter.notebook_name}: exercise {name} needs exactly one solution cell "
                              f"(grade_id {name!r}) and one test cell (grade_id {TEST_PREFIX + name!r})")
+    for grade_id in questions:
+        if answered.count(grade_id) != 1:
+            raise ValueError(f"{chapter.notebook_name}: written question {grade_id} needs exactly one markdown "
+                             "answer cell (nbgrader: solution and grade)")
     return nb
 
 

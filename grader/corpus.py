@@ -12,19 +12,20 @@ from pathlib import Path
 import nbformat
 
 from grader.chapters import REPO, Chapter
+from grader.written import is_answer_cell
 
 CORPUS_CHAPTERS = ("01", "02", "03", "04", "05", "06")
 IMAGE_LINE = re.compile(r"^!\[[^\]]*\]\([^)]*\)\s*$", re.MULTILINE)
 
 
 def course_text(course_root: Path = REPO / "course") -> str:
-    """The markdown cells of chapters 01-06, in order, without image links."""
+    """The markdown cells of chapters 01-06, in order, without image links or written-answer cells."""
     parts = []
     for number in CORPUS_CHAPTERS:
         (notebook,) = sorted(course_root.glob(f"{number}_*/*.ipynb"))
         nb = nbformat.read(notebook, as_version=4)
         for cell in nb.cells:
-            if cell.cell_type == "markdown":
+            if cell.cell_type == "markdown" and not is_answer_cell(cell):
                 text = IMAGE_LINE.sub("", cell.source)
                 parts.append(re.sub(r"\n{3,}", "\n\n", text).strip())
     return "\n\n".join(p for p in parts if p) + "\n"

@@ -29,6 +29,14 @@ c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplemente
 # A runaway cell is interrupted and costs that cell only; the next cells still run.
 c.Execute.timeout = {timeout}
 c.Execute.interrupt_on_timeout = True
+# Written answers: the rubric under each in the autograded notebook (Formgrader), never in feedback.
+c.Autograde.autograde_preprocessors = [
+    "nbgrader.preprocessors.Execute", "grader.written.AddRubrics", "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata"]
+c.GenerateFeedback.preprocessors = ["grader.written.DropRubrics", "nbgrader.preprocessors.GetGrades",
+                                    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
 """
 
 

@@ -33,6 +33,7 @@ from grader.recording import feedback_and_export, nbgrader_api, record, zero_gra
 from grader.sandbox import Limits
 from grader.submissions import (BadSubmission, grade_id_of, grade_ids, identify, identify_with_rule,
                                 read_learner_notebook, repair)
+from grader.written import is_answer_cell
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the learner's own run
@@ -61,10 +62,11 @@ class Submission:
 
 
 def _test_ids(chapter: Chapter) -> dict[str, float]:
-    """grade_id -> points of the test cells, as the learner notebook (the release) records them."""
+    """grade_id -> points of the test cells (not the written answers, graded by hand), as the learner
+    notebook (the release) records them."""
     nb = nbformat.read(chapter.course_notebook, as_version=4)
     return {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")}
+            if c.metadata.get("nbgrader", {}).get("grade") and not is_answer_cell(c)}
 
 
 def _cell_error(outputs: list) -> str | None:
@@ -96,6 +98,7 @@ def job_cells(nb: nbformat.NotebookNode, released: nbformat.NotebookNode, rerun_
     Unless `rerun_all`, course-authored cells no score depends on are left out (grader.skipping);
     they keep the outputs the learner saved (`saved`)."""
     tests, locked, course_sources = set(), {}, []
+    answers = {grade_id_of(c) for c in released.cells if is_answer_cell(c)}  # prose, never run
     for cell in released.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade") and not meta.get("solution"):
@@ -112,6 +115,8 @@ def job_cells(nb: nbformat.NotebookNode, released: nbformat.NotebookNode, rerun_
             cells.append({"kind": "test", "exercise": grade_id.removeprefix("test_")})
         elif grade_id in locked:
             cells.append({"kind": "code", "source": locked[grade_id]})
+        elif grade_id in answers:
+            cells.append({"kind": "skip"})
         elif cell.cell_type == "code" or solution:
             cells.append({"kind": "code", "source": cell.source})
         else:
@@ -216,6 +221,7 @@ def result_of(course: CourseDir, submission: Submission) -> dict:
     expected = _test_ids(chapter) if chapter else {}
     tests = {gid: {"score": 0.0, "max_score": float(points), "error": submission.error}
              for gid, points in expected.items()}
+    written = {}
     if chapter and submission.cells:
         graded = course.root / "autograded" / submission.student / chapter.assignment / chapter.notebook_name
         outputs = {}
@@ -227,6 +233,9 @@ def result_of(course: CourseDir, submission: Submission) -> dict:
             try:
                 notebook = gb.find_submission_notebook(chapter.name, chapter.assignment, submission.student)
                 for grade in notebook.grades:
+                    if grade.name not in tests:  # a written answer: a person grades it
+                        written[grade.name] = {"score": grade.manual_score, "max_score": float(grade.max_score)}
+                        continue
                     score = float(grade.score or 0.0)
                     error = (_cell_error(outputs.get(grade.name, [])) or submission.error) if score < grade.max_score else None
                     tests[grade.name] = {"score": score, "max_score": float(grade.max_score), "error": error}
@@ -237,6 +246,8 @@ def result_of(course: CourseDir, submission: Submission) -> dict:
               "score": round(sum(t["score"] for t in tests.values()), 3),
               "max_score": round(sum(t["max_score"] for t in tests.values()), 3),
               "tests": tests}
+    if written:
+        result["written"] = written
     if submission.error:
         result["error"] = submission.error
     if submission.notes:
@@ -359,6 +370,9 @@ def format_table(results: list[dict]) -> str:
             if t["error"] and not r.get("error"):
                 line += f"   {t['error'][:150]}"
             lines.append(line)
+        for gid, w in r.get("written", {}).items():
+            score = "  ?" if w["score"] is None else f"{w['score']:g}"
+            lines.append(f"  {gid:<40} {score:>6} / {w['max_score']:g}   written answer: graded by hand")
     return "\n".join(lines)
 
 

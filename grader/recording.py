@@ -139,19 +139,22 @@ def _feedback_exporter():
 def nbgrader_api(course: CourseDir, term=None):
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
-    from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
-    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, GetGrades, IgnorePattern, LimitOutput,
+                                        SaveAutoGrades)
+    from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from traitlets.config import Config
 
     from grader.judge import FillVerdict
+    from grader.written import AddRubrics, DropRubrics
 
     _shared_engines()
     config = Config()
     config.CourseDirectory.root = str(course.root)
     config.CourseDirectory.course_id = "transformers-from-scratch"
     config.CourseDirectory.db_url = course.db_url
-    config.Autograde.autograde_preprocessors = [FillVerdict, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-                                                SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    config.Autograde.autograde_preprocessors = [FillVerdict, AddRubrics, IgnorePattern, ClearMetadataPreprocessor,
+                                                LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    config.GenerateFeedback.preprocessors = [DropRubrics, GetGrades, CSSHTMLHeaderPreprocessor]
     config.GenerateFeedback.exporter_class = _feedback_exporter()
     config.NbGraderAPI.log_level = "ERROR"
     if term is not None:

@@ -8,12 +8,14 @@ import sys
 import nbformat
 
 from grader.chapters import REPO, Chapter
+from grader.written import is_answer_cell
 
 
-def _solutions(chapter: Chapter) -> dict[str, str]:
+def _solutions(chapter: Chapter, written: bool = False) -> dict[str, str]:
+    """grade_id -> the source notebook's answer: the exercises' code, or (`written`) the model answers."""
     nb = nbformat.read(chapter.source_notebook, as_version=4)
     return {c.metadata.nbgrader["grade_id"]: c.source for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution")}
+            if c.metadata.get("nbgrader", {}).get("solution") and is_answer_cell(c) == written}
 
 
 def released(chapter: Chapter) -> nbformat.NotebookNode:
@@ -31,7 +33,7 @@ def with_answers(chapter: Chapter, answers: dict[str, str]) -> nbformat.Notebook
 
 
 def reference(chapter: Chapter) -> nbformat.NotebookNode:
-    return with_answers(chapter, _solutions(chapter))
+    return with_answers(chapter, {**_solutions(chapter), **_solutions(chapter, written=True)})
 
 
 def wrong_variants(chapter: Chapter):

@@ -22,5 +22,5 @@ def reference_namespace(chapter: Chapter) -> dict:
 def skeleton_namespace(chapter: Chapter) -> dict:
     """The prelude plus every exercise cell of the learner notebook, untouched."""
     nb = nbformat.read(chapter.course_notebook, as_version=4)
-    cells = [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
     return run_source(PRELUDE + "\n\n".join(cells))

@@ -16,6 +16,7 @@ from nbgrader.api import Gradebook
 from grader import export, samples, seeds
 from grader.chapters import find_chapter
 from grader.cli import main
+from grader.written import written
 from grader.demo import write_class
 from grader.grading import Submission, autograde_class
 from grader.regrade import format_changes, regrade, undo
@@ -151,7 +152,8 @@ def test_exports(graded, tmp_path):
     export.write(canvas, out)
     rows = list(csv.DictReader(out.open()))
     assert list(rows[0])[:6] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", CHAPTER.assignment]
-    assert rows[0]["Student"] == "Points Possible" and float(rows[0][CHAPTER.assignment]) == total()
+    hand = sum(item.points for item in written(CHAPTER.name).values())  # the written answers count too
+    assert rows[0]["Student"] == "Points Possible" and float(rows[0][CHAPTER.assignment]) == total() + hand
     cy = next(r for r in rows if r["SIS Login ID"] == "cy")
     assert float(cy[CHAPTER.assignment]) == pytest.approx(scores["cy"][0] - scores["cy"][1])  # after the penalty
     assert f"{CHAPTER.assignment}: softmax" in cy
