@@ -3,6 +3,7 @@ the six reverts together are the 2017-style model, the committed JSON is whole a
 configuration, and the script runs."""
 import importlib.util
 import json
+import re
 
 import pytest
 import torch
@@ -86,3 +87,24 @@ def test_resume_adds_seeds_and_gives_what_a_fresh_run_gives(chapter, tmp_path):
         == results(both)
     with pytest.raises(SystemExit):
         ablation.main(["--seeds", "2", "--steps", "4", "--variants", "llama", "--out", str(resumed), "--resume"])
+
+
+def test_every_number_the_narrative_states_is_printed_by_the_notebook(monkeypatch, capsys):
+    # Section 8 reads ablation.json in one cell; the markdown cells around it may state only numbers
+    # (percentages, "k of n", "n seeds") that this cell prints, so a new ablation.json cannot leave stale text.
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import nbformat
+
+    matplotlib.use("Agg")
+    folder = REPO / "course" / "09_llama_modern"
+    cells = nbformat.read(folder / "llama_modern.ipynb", as_version=4).cells
+    (at,) = [i for i, cell in enumerate(cells) if cell.cell_type == "code" and '"ablation.json"' in cell.source]
+    monkeypatch.chdir(folder)
+    exec(cells[at].source, {"json": json, "torch": torch, "plt": plt})
+    plt.close("all")
+    printed = capsys.readouterr().out
+    stated = [t for cell in (cells[at - 1], cells[at + 1])
+              for t in re.findall(r"\d+(?:\.\d+)?%|\d+ of \d+|\d+ seeds", cell.source)]
+    assert stated
+    assert [t for t in stated if t not in printed] == []
