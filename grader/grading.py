@@ -446,8 +446,10 @@ def summary(course: CourseDir, chapters: list[Chapter], results: list[dict]) -> 
                 except MissingEntry:
                     continue
                 late = sub.late_submission_penalty or 0.0  # grader.term: raw score, penalty and what counts
+                by_hand = sum(g.max_score for nb in sub.notebooks for g in nb.grades if g.needs_manual_grade)
                 lines.append(f"{student:<12} {chapter.assignment:<26} {sub.score:>6g} / {sub.max_score:g}"
-                             + (f"   late penalty -{late:g}: {max(0.0, sub.score - late):g}" if late else ""))
+                             + (f"   late penalty -{late:g}: {max(0.0, sub.score - late):g}" if late else "")
+                             + (f"   ({by_hand:g} to grade by hand)" if by_hand else ""))
     problems = [r for r in results if r.get("error") or r.get("repairs")]
     for r in problems:
         reason = r.get("error") or "; ".join(r["repairs"])
