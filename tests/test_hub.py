@@ -44,6 +44,7 @@ from nbgrader.api import Gradebook
 from grader import samples
 from grader.chapters import REPO, find_chapter
 from grader.runner import exercises
+from grader.written import written
 from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
 
 DEPLOY = REPO / "deploy" / "jupyterhub"
@@ -169,8 +170,12 @@ def test_validate_reports_a_failing_public_check(tmp_path):
     shutil.copytree(REPO / "course" / CHAPTER.assignment, folder)  # the chapter as a learner fetches it
     nbformat.write(samples.partly_wrong(CHAPTER, mistakes=1), folder / CHAPTER.notebook_name)
     result = validate(folder / CHAPTER.notebook_name)
-    assert [f["source"] for f in result.get("failed", [])] == [f"checks.check_{samples.wrong_variants(CHAPTER)[0].exercise}"
-                                                              f"({samples.wrong_variants(CHAPTER)[0].exercise})"], result
+    failed = [f for f in result.get("failed", []) if f["source"] != "YOUR ANSWER HERE"]
+    assert [f["source"] for f in failed] == [f"checks.check_{samples.wrong_variants(CHAPTER)[0].exercise}"
+                                             f"({samples.wrong_variants(CHAPTER)[0].exercise})"], result
+    # and it names each written answer not given yet
+    unanswered = [f for f in result["failed"] if f["source"] == "YOUR ANSWER HERE"]
+    assert len(unanswered) == len(written(CHAPTER.name)) and all("did not provide" in f["error"] for f in unanswered)
 
 
 @pytest.fixture(scope="module")
