@@ -44,7 +44,7 @@ from nbgrader.api import Gradebook
 from grader import samples
 from grader.chapters import REPO, find_chapter
 from grader.runner import exercises
-from grader.written import written
+from grader.written import BANNER, written
 from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
 
 DEPLOY = REPO / "deploy" / "jupyterhub"
@@ -327,8 +327,8 @@ def test_a_class_on_the_hub(hub, browser):
     # Validate, as the notebook's button asks the learner's server: the failing public check is reported.
     checked = hub.api("POST", "/user/learner2/assignments/validate", tokens["learner2"],
                       body={"path": f"{CHAPTER.assignment}/{CHAPTER.notebook_name}"})
-    assert checked["success"] and [f["source"] for f in checked["value"].get("failed", [])] == [
-        f"checks.check_{wrong}({wrong})"], checked
+    assert checked["success"] and [f["source"] for f in checked["value"].get("failed", [])
+                                   if f["source"] != "YOUR ANSWER HERE"] == [f"checks.check_{wrong}({wrong})"], checked
     listed = assignment_action(hub, "learner2", tokens["learner2"], "submit")
     assert listed["success"], listed
     with pytest.raises(urllib.error.HTTPError, match="404"):  # no Formgrader in a learner's server
@@ -343,6 +343,9 @@ def test_a_class_on_the_hub(hub, browser):
     kept = hub.course / "originals" / "learner1" / CHAPTER.assignment
     assert (kept / CHAPTER.notebook_name).read_bytes() == collected
     assert (submitted / "timestamp.txt").read_text() == (kept / "timestamp.txt").read_text()
+    # What Formgrader shows the instructor: a rubric under each written answer.
+    graded = (hub.course / "autograded" / "learner1" / CHAPTER.assignment / CHAPTER.notebook_name).read_text()
+    assert graded.count(BANNER) == len(written(CHAPTER.name))
     hub.formgrader(tokens["instructor"], "release_feedback")
 
     with Gradebook(f"sqlite:///{hub.course / 'gradebook.db'}") as gb:
@@ -375,8 +378,10 @@ def test_a_class_on_the_hub(hub, browser):
     assignment_action(hub, "learner2", tokens["learner2"], "fetch_feedback")
     for user in LEARNERS:
         [feedback] = feedback_files(hub, user)  # one file each: their own
-        score = f"<h4>{CHAPTER.name} (Score: {float(round(scores[user], 2))} / {float(total)})"
+        possible = total + sum(item.points for item in written(CHAPTER.name).values())  # + the written answers
+        score = f"<h4>{CHAPTER.name} (Score: {float(round(scores[user], 2))} / {float(possible)})"
         assert score in feedback.read_text(), (user, score)
+        assert BANNER not in feedback.read_text()  # the rubric stays with the instructor
         # The learner gets this file alone: the chapter's figures are inside it, not links to images/.
         assert 'src="images/' not in feedback.read_text() and "data:image/png;base64" in feedback.read_text()
 

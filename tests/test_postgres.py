@@ -17,6 +17,7 @@ from grader.chapters import find_chapter
 from grader.coursedir import database_of
 from grader.demo import write_class
 from grader.runner import exercises
+from grader.written import written
 
 pytestmark = pytest.mark.integration
 CHAPTER = find_chapter("02")
@@ -114,7 +115,7 @@ def gradebook(db: str) -> dict:
 
 def check_class(recorded: dict, students: set[str]) -> None:
     """Every learner once, with exactly the score their notebook earns; none doubled or lost."""
-    cells = len(exercises(CHAPTER.name))
+    cells = len(exercises(CHAPTER.name)) + len(written(CHAPTER.name))  # test cells and written answers
     assert {student for student, _ in recorded} == students
     for student, score in expected_scores().items():
         if student in students:
