@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course.checks import (avoid_library_call, close, diagnose, expect_dropouts, expect_tensor, expect_value_error,
-                           fail, passed)
+                           fail, passed, public_check)
 
 T = torch.tensor
 
@@ -143,6 +143,7 @@ def _match(actual, expected, mistakes: dict, what: str, otherwise: str) -> None:
 
 # ---------------------------------------------------------------- layer_norm
 
+@public_check
 def check_layer_norm(fn) -> None:
     avoid_library_call(fn, ("layer_norm", "LayerNorm", "native_layer_norm"),
                        "compute the mean and the variance yourself: F.layer_norm / nn.LayerNorm score zero here")
@@ -172,6 +173,7 @@ def check_layer_norm(fn) -> None:
     passed("layer_norm")
 
 
+@public_check
 def check_LayerNorm(cls) -> None:
     avoid_library_call(cls, ("layer_norm", "LayerNorm", "native_layer_norm"),
                        "use your own layer_norm inside LayerNorm: F.layer_norm / nn.LayerNorm score zero here")
@@ -210,6 +212,7 @@ FFN_STATE = {"linear1.weight": T([[1.0, 0, 0], [-1.0, 0, 0], [0, 1.0, 0], [0, 0,
              "linear2.bias": T([0.0, -0.5, 0.25])}
 
 
+@public_check
 def check_PositionwiseFeedForward(cls) -> None:
     m = cls(3, 4)
     for name, (n_in, n_out) in (("linear1", (3, 4)), ("linear2", (4, 3))):
@@ -248,6 +251,7 @@ AN_X = T([[[1.0, 2.0, 3.0, 4.0], [0.0, -2.0, 2.0, 1.0]]])  # (1, 2, 4)
 AN_SUB = T([[[0.5, -1.0, 0.0, 2.0], [3.0, 0.0, -1.0, 0.5]]])
 
 
+@public_check
 def check_AddNorm(cls) -> None:
     m = cls(4)
     norm = getattr(m, "norm", None)
@@ -289,6 +293,7 @@ def _layer(cls, norm_first: bool):
     return m
 
 
+@public_check
 def check_EncoderLayer(cls) -> None:
     avoid_library_call(cls, ("TransformerEncoderLayer", "TransformerEncoder", "MultiheadAttention",
                              "multi_head_attention_forward"),
@@ -345,6 +350,7 @@ def _encoder_keys(num_layers: int, norm_first: bool) -> list[str]:
     return keys + (["norm.weight", "norm.bias"] if norm_first else [])
 
 
+@public_check
 def check_Encoder(cls) -> None:
     avoid_library_call(cls, ("TransformerEncoderLayer", "TransformerEncoder"),
                        "stack your own EncoderLayers: nn.TransformerEncoder scores zero here")

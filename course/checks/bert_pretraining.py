@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 
 from course.checks import (avoid_library_call, close, diagnose, dropout_calls, expect_tensor, expect_value_error, fail,
-                           name_wave, passed)
+                           name_wave, passed, public_check)
 
 
 def fill(module: nn.Module) -> None:
@@ -50,6 +50,7 @@ GELU_MISTAKES = {
 }
 
 
+@public_check
 def check_gelu(fn) -> None:
     avoid_library_call(fn, ("gelu", "GELU"), "write the formula yourself with torch.tanh; the grader gives zero "
                                              "to a solution that calls F.gelu or nn.GELU")
@@ -68,6 +69,7 @@ def check_gelu(fn) -> None:
 
 # ---------------------------------------------------------------- build_pair_input
 
+@public_check
 def check_build_pair_input(fn) -> None:
     a, b = [7, 8, 9], [10, 11]
     result = fn(a, b, 1, 2)
@@ -106,6 +108,7 @@ EMB_MISTAKES = {
 }
 
 
+@public_check
 def check_BertEmbeddings(cls) -> None:
     m = cls(6, 4, 5)
     params = dict(m.named_parameters())
@@ -138,6 +141,7 @@ def _mask_batch() -> torch.Tensor:
     return ids
 
 
+@public_check
 def check_mask_tokens(fn) -> None:
     ids = _mask_batch()
     before = ids.clone()
@@ -191,6 +195,7 @@ def _documents() -> list:
     return [[[100 * d + j, 99] for j in range(n)] for d, n in enumerate([6, 4, 7, 5, 1, 6])]
 
 
+@public_check
 def check_make_nsp_examples(fn) -> None:
     docs = _documents()
     snapshot = copy.deepcopy(docs)
@@ -259,6 +264,7 @@ BERT_DROPOUTS = {
 }
 
 
+@public_check
 def check_BertForPretraining(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "TransformerEncoderLayer"),
                        "build the model from MultiHeadAttention and the chapter 05 pieces; the grader gives zero to "
@@ -328,6 +334,9 @@ LOSS_MISTAKES = {
     "the NSP labels are the class indices as given (0 = b follows a, 1 = b is random); do not flip them":
         (1.823007, 0.471573, 1.351434),
 }
+
+
+@public_check
 def check_bert_pretraining_loss(fn) -> None:
     out = fn(LOSS_MLM, LOSS_LABELS, LOSS_NSP, LOSS_NSP_LABELS)
     if not isinstance(out, tuple) or len(out) != 3:

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from course.checks import (avoid_library_call, close, diagnose, expect_dropouts, expect_tensor, expect_value_error,
-                           fail, name_wave, passed)
+                           fail, name_wave, passed, public_check)
 
 
 def _bool(mask, what: str) -> None:
@@ -34,6 +34,7 @@ def _set_params(module: torch.nn.Module) -> None:
 
 # ---------------------------------------------------------------- causal_mask
 
+@public_check
 def check_causal_mask(fn) -> None:
     m = fn(4)
     expect_tensor(m, (4, 4), "causal_mask(4)")
@@ -59,6 +60,7 @@ def check_causal_mask(fn) -> None:
 
 # ---------------------------------------------------------------- padding_mask
 
+@public_check
 def check_padding_mask(fn) -> None:
     ids = torch.tensor([[5, 3, 0, 0], [7, 0, 0, 0]])
     m = fn(ids, 0)
@@ -116,6 +118,7 @@ DEC_CROSS = [[[0.450707, 0.233706, 0.315587, 0.0], [0.178834, 0.517353, 0.303813
               [0.492407, 0.233212, 0.274381, 0.0]]]
 
 
+@public_check
 def check_DecoderLayer(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "TransformerDecoderLayer",
                              "multi_head_attention_forward"),
@@ -175,6 +178,7 @@ TR_MISTAKES = {
 }
 
 
+@public_check
 def check_Transformer(cls) -> None:
     big = cls(400, 16, 2, 1, 24, max_len=8, pad_id=0)
     table = getattr(getattr(big, "embedding", None), "embedding", None)
@@ -260,6 +264,7 @@ _CHAINS = [[0, 4, 6, 0, 2, 0, 0, 0], [0, 5, 4, 7, 0, 3, 0, 2]]
 _EXPECTED = [[1, 4, 2, 2, 2], [1, 5, 3, 7, 2]]
 
 
+@public_check
 def check_greedy_decode(fn) -> None:
     model = _ChainModel(_CHAINS).eval()
     out = fn(model, torch.tensor([[3, 4], [5, 6]]), 10, 1, 2)
@@ -294,6 +299,7 @@ def check_greedy_decode(fn) -> None:
 
 # ---------------------------------------------------------------- label smoothing
 
+@public_check
 def check_label_smoothing_distribution(fn) -> None:
     out = fn(torch.tensor([2, 0]), 4, 0.2)
     expect_tensor(out, (2, 4), "label_smoothing_distribution([2, 0], 4, 0.2)")
@@ -319,6 +325,7 @@ LOSS_LOGITS = torch.tensor([[2.0, 0.0, -1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
 LOSS_TARGETS = torch.tensor([0, -100, 2])  # the middle row is ignored
 
 
+@public_check
 def check_label_smoothed_loss(fn) -> None:
     avoid_library_call(fn, ("cross_entropy", "kl_div", "CrossEntropyLoss", "KLDivLoss"),
                        "write the loss yourself from log_softmax and your label_smoothing_distribution "
@@ -349,6 +356,7 @@ OFF_BY_ONE = ("steps count from 1: use `step` exactly as given (step 1 is the fi
               "without adding or subtracting one")
 
 
+@public_check
 def check_noam_learning_rate(fn) -> None:
     peak, first = float(fn(4000, 512, 4000)), float(fn(1, 512, 4000))
     if math.isclose(first, 0.0441942, rel_tol=1e-4):

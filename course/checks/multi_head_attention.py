@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor,
-                           expect_value_error, fail, passed)
+from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor, expect_value_error, fail,
+                           passed, public_check)
 
 
 def _call(fn, *args, what: str):
@@ -35,6 +35,7 @@ SPLIT_WRONG = {
 }
 
 
+@public_check
 def check_split_heads(split_heads) -> None:
     out = _call(split_heads, X_SPLIT, 3, what="split_heads(x, 3)")
     if type(out) is torch.Tensor and tuple(out.shape) == (1, 2, 3, 2):
@@ -62,6 +63,7 @@ MERGE_WRONG = {
 }
 
 
+@public_check
 def check_merge_heads(merge_heads) -> None:
     out = _call(merge_heads, X_MERGE, what="merge_heads(x)")
     expect_tensor(out, (1, 2, 6), "merge_heads(x (1, 3, 2, 2))")
@@ -144,6 +146,7 @@ def _load(cls, **kwargs):
     return module
 
 
+@public_check
 def check_MultiHeadAttention(cls) -> None:
     avoid_library_call(cls, ("MultiheadAttention", "multi_head_attention_forward", "scaled_dot_product_attention"),
                        "your MultiHeadAttention calls a library attention (nn.MultiheadAttention or "
@@ -207,6 +210,7 @@ def check_MultiHeadAttention(cls) -> None:
 
 # ---------------------------------------------------------------- mha_parameter_count
 
+@public_check
 def check_mha_parameter_count(count) -> None:
     avoid_library_call(count, ("parameters", "named_parameters"),
                        "count the parameters by hand: building a module and calling .parameters() scores zero")

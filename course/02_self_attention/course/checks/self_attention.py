@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor,
-                           expect_value_error, fail, passed)
+from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor, expect_value_error, fail,
+                           passed, public_check)
 
 
 # ---------------------------------------------------------------- softmax
@@ -17,6 +17,7 @@ A_COLS = [[0.268941, 0.880797, 0.982014], [0.731059, 0.119203, 0.017986]]  # sof
 A_WHOLE = [[0.069789, 0.189707, 0.515677], [0.189707, 0.025674, 0.009445]]  # exp / sum of everything
 
 
+@public_check
 def check_softmax(softmax) -> None:
     avoid_library_call(softmax, ("softmax", "log_softmax"), "your code calls a library softmax: write it yourself (the grader gives zero to a solution that calls one)")
     x = A.clone()
@@ -84,6 +85,7 @@ W_MASK_WRONG = {
 }
 
 
+@public_check
 def check_scaled_dot_product_attention(attention) -> None:
     avoid_library_call(attention, ("scaled_dot_product_attention",), "your code calls F.scaled_dot_product_attention: write it yourself (the grader gives zero to a solution that calls it)")
     out, weights = expect_pair(attention(Q, K, V), "scaled_dot_product_attention(q, k, v)")
@@ -145,6 +147,7 @@ def _linear(module, name, out_features, in_features, bias):
         fail(f"self.{name} should {'have' if bias else 'not have'} a bias when bias={bias}: pass bias=bias to nn.Linear")
 
 
+@public_check
 def check_SelfAttention(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward"),
                        "your SelfAttention calls a library attention: use your own scaled_dot_product_attention")

@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn as nn
 
-from course.checks import close, diagnose, expect_tensor, expect_value_error, fail, passed
+from course.checks import close, diagnose, expect_tensor, expect_value_error, fail, passed, public_check
 
 # sinusoidal_positional_encoding(3, 6)
 TABLE_3x6 = [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
@@ -95,6 +95,7 @@ def _float32(x, what: str) -> None:
         fail(f"{what} should be float32, got {x.dtype} (build it with float32 tensors)")
 
 
+@public_check
 def check_sinusoidal_positional_encoding(fn) -> None:
     P = fn(3, 6)
     expect_tensor(P, (3, 6), "sinusoidal_positional_encoding(3, 6)")
@@ -109,6 +110,7 @@ def check_sinusoidal_positional_encoding(fn) -> None:
     passed("sinusoidal_positional_encoding")
 
 
+@public_check
 def check_relative_position_matrix(fn) -> None:
     M = fn(1, 4)
     expect_tensor(M, (4, 4), "relative_position_matrix(1, 4)")
@@ -127,6 +129,7 @@ def check_relative_position_matrix(fn) -> None:
     passed("relative_position_matrix")
 
 
+@public_check
 def check_PositionalEncoding(cls) -> None:
     m = cls(6, max_len=10)
     if isinstance(getattr(m, "pe", None), nn.Parameter) or any(True for _ in m.parameters()):
@@ -162,6 +165,7 @@ def check_PositionalEncoding(cls) -> None:
     passed("PositionalEncoding")
 
 
+@public_check
 def check_TokenEmbedding(cls) -> None:
     m = cls(5, 16)
     if not isinstance(getattr(m, "embedding", None), nn.Embedding):
@@ -185,6 +189,7 @@ def check_TokenEmbedding(cls) -> None:
     fail(f"with d_model = 16 the looked-up rows should be scaled by 4; yours are scaled by {ratio:.4g}")
 
 
+@public_check
 def check_LearnedPositionalEmbedding(cls) -> None:
     m = cls(5, 4)
     params = dict(m.named_parameters())

@@ -10,7 +10,8 @@ import math
 
 import torch
 
-from course.checks import avoid_library_call, close, diagnose, expect_tensor, expect_value_error, fail, passed
+from course.checks import (avoid_library_call, close, diagnose, expect_tensor, expect_value_error, fail, passed,
+                           public_check)
 from course.checks.decoder_masking import _set_params as set_params
 
 T = torch.tensor
@@ -47,6 +48,7 @@ def _expect_parameters(module, want: dict[str, tuple[int, ...]], what: str) -> N
 
 # ---------------------------------------------------------------- RMSNorm
 
+@public_check
 def check_RMSNorm(cls) -> None:
     avoid_library_call(cls, ("RMSNorm", "rms_norm"),
                        "write RMSNorm from x, its mean square and eps; the grader gives zero to a solution that "
@@ -75,6 +77,7 @@ def check_RMSNorm(cls) -> None:
 
 # ---------------------------------------------------------------- rope_frequencies
 
+@public_check
 def check_rope_frequencies(fn) -> None:
     out = fn(4, 3, base=100.0)
     if not isinstance(out, tuple) or len(out) != 2:
@@ -101,6 +104,7 @@ def check_rope_frequencies(fn) -> None:
 
 # ---------------------------------------------------------------- apply_rope
 
+@public_check
 def check_apply_rope(fn) -> None:
     cos, sin = ROPE_ANGLES.cos(), ROPE_ANGLES.sin()
     x = ROPE_X.clone()
@@ -124,6 +128,7 @@ def check_apply_rope(fn) -> None:
 
 # ---------------------------------------------------------------- SwiGLUFeedForward
 
+@public_check
 def check_SwiGLUFeedForward(cls) -> None:
     ffn = cls(16, 6)
     _expect_parameters(ffn, {"w_gate.weight": (6, 16), "w_up.weight": (6, 16), "w_down.weight": (16, 6)},
@@ -140,6 +145,7 @@ def check_SwiGLUFeedForward(cls) -> None:
 
 # ---------------------------------------------------------------- repeat_kv
 
+@public_check
 def check_repeat_kv(fn) -> None:
     avoid_library_call(fn, ("repeat_interleave",),
                        "the grader gives zero to a repeat_kv that calls repeat_interleave: add an axis after the kv "
@@ -167,6 +173,7 @@ def _causal_probe(module, what: str) -> None:
              "pass causal_mask(T) to scaled_dot_product_attention")
 
 
+@public_check
 def check_GroupedQueryAttention(cls) -> None:
     avoid_library_call(cls, ("MultiheadAttention", "multi_head_attention_forward", "scaled_dot_product_attention"),
                        "build the attention from your pieces; the grader gives zero to a solution that calls "
@@ -200,6 +207,7 @@ def check_GroupedQueryAttention(cls) -> None:
 
 # ---------------------------------------------------------------- LlamaBlock
 
+@public_check
 def check_LlamaBlock(cls) -> None:
     avoid_library_call(cls, ("RMSNorm", "rms_norm", "scaled_dot_product_attention", "MultiheadAttention",
                              "multi_head_attention_forward"),
@@ -233,6 +241,7 @@ def check_LlamaBlock(cls) -> None:
 
 # ---------------------------------------------------------------- kv_cache_bytes
 
+@public_check
 def check_kv_cache_bytes(fn) -> None:
     out = fn(32, 32, 128, 4096, 1, 2)
     if out == 2 ** 30:
@@ -250,6 +259,7 @@ def check_kv_cache_bytes(fn) -> None:
 
 # ---------------------------------------------------------------- sliding_window_mask
 
+@public_check
 def check_sliding_window_mask(fn) -> None:
     m = fn(5, 2)
     expect_tensor(m, (5, 5), "sliding_window_mask(5, 2)")
@@ -277,6 +287,7 @@ def check_sliding_window_mask(fn) -> None:
 
 # ---------------------------------------------------------------- MoEFeedForward
 
+@public_check
 def check_MoEFeedForward(cls) -> None:
     moe = cls(8, 6, 4, 2)
     want = {"router.weight": (4, 8)}
@@ -317,6 +328,7 @@ def check_MoEFeedForward(cls) -> None:
 
 # ---------------------------------------------------------------- load_balancing_loss
 
+@public_check
 def check_load_balancing_loss(fn) -> None:
     logits = LB_LOGITS.clone().requires_grad_()
     out = fn(logits, 1)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor,
-                           expect_value_error, fail, passed)
+from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor, expect_value_error, fail,
+                           passed, public_check)
 
 T = torch.tensor
 
 
 # --- gaussian_kernel ---------------------------------------------------------------------------
+@public_check
 def check_gaussian_kernel(gaussian_kernel) -> None:
     avoid_library_call(gaussian_kernel, ("distributions",), "write the density yourself: torch.distributions scores zero here")
     u = T([0.0, 1.0, -2.0, 0.5])
@@ -32,6 +33,7 @@ def check_gaussian_kernel(gaussian_kernel) -> None:
 
 
 # --- nadaraya_watson ---------------------------------------------------------------------------
+@public_check
 def check_nadaraya_watson(nadaraya_watson) -> None:
     x_train, y_train = T([0.0, 1.0, 2.0, 3.0]), T([1.0, 3.0, 2.0, 5.0])
     x_query = T([0.5, 2.5, 2.0])  # Q = 3 queries, N = 4 training points
@@ -96,6 +98,7 @@ def _check_batched(fn, q, k, expected, name):
     diagnose(out, torch.stack([expected, -2 * expected]), {}, what=f"{name} on a batch of 2")
 
 
+@public_check
 def check_dot_product_score(dot_product_score) -> None:
     out = dot_product_score(_Q, _K)
     if type(out) is torch.Tensor and tuple(out.shape) == (4, 2):
@@ -107,6 +110,7 @@ def check_dot_product_score(dot_product_score) -> None:
     passed("dot_product_score")
 
 
+@public_check
 def check_scaled_dot_product_score(scaled_dot_product_score) -> None:
     q = T([[1.0, 2.0, 0.0, -1.0], [0.5, -1.0, 3.0, 1.0]])  # (T=2, d=4)
     k = T([[1.0, 0.0, 1.0, 2.0], [-1.0, 1.0, 0.0, 1.0], [2.0, 2.0, -1.0, 0.0]])  # (S=3, d=4)
@@ -125,6 +129,7 @@ def check_scaled_dot_product_score(scaled_dot_product_score) -> None:
     passed("scaled_dot_product_score")
 
 
+@public_check
 def check_GeneralScore(GeneralScore) -> None:
     module = GeneralScore(3, 2)  # query_dim=3, key_dim=2
     params = {name: tuple(p.shape) for name, p in module.named_parameters()}
@@ -158,6 +163,7 @@ def check_GeneralScore(GeneralScore) -> None:
     passed("GeneralScore")
 
 
+@public_check
 def check_AdditiveScore(AdditiveScore) -> None:
     module = AdditiveScore(3, 2, 4)  # query_dim=3, key_dim=2, hidden_dim=4
     for name, shape in (("W_q", (4, 3)), ("W_k", (4, 2)), ("v", (1, 4))):
@@ -193,6 +199,7 @@ def check_AdditiveScore(AdditiveScore) -> None:
 
 
 # --- attention_pool ----------------------------------------------------------------------------
+@public_check
 def check_attention_pool(attention_pool) -> None:
     avoid_library_call(attention_pool, ("scaled_dot_product_attention",),
            "write the pooling yourself: F.scaled_dot_product_attention scores zero here")

@@ -11,7 +11,8 @@ import zlib
 
 import torch
 
-from course.checks import avoid_library_call, dropout_calls, expect_tensor, expect_value_error, fail, passed
+from course.checks import (avoid_library_call, dropout_calls, expect_tensor, expect_value_error, fail, passed,
+                           public_check)
 
 NEG = float("-inf")
 
@@ -83,6 +84,7 @@ def _gpt_names(n_layer: int) -> set[str]:
     return names
 
 
+@public_check
 def check_GPT(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward"),
                        "build attention from split_heads, scaled_dot_product_attention and merge_heads (or your own "
@@ -147,6 +149,7 @@ def check_GPT(cls) -> None:
 
 # ---------------------------------------------------------------- next_token_targets
 
+@public_check
 def check_next_token_targets(fn) -> None:
     idx = torch.tensor([[10, 11, 12, 13], [20, 21, 22, 23], [30, 31, 32, 33]])
     result = fn(idx)
@@ -170,6 +173,7 @@ def check_next_token_targets(fn) -> None:
 
 # ---------------------------------------------------------------- apply_temperature
 
+@public_check
 def check_apply_temperature(fn) -> None:
     logits = torch.tensor([[2.0, -1.0, NEG], [0.5, 0.0, 4.0]])
     before = logits.clone()
@@ -186,6 +190,7 @@ def check_apply_temperature(fn) -> None:
 
 # ---------------------------------------------------------------- top_k_filter
 
+@public_check
 def check_top_k_filter(fn) -> None:
     logits = torch.tensor([[1.0, 3.0, 1.0, 0.0, 1.0, -2.0], [0.0, -1.0, 5.0, 4.0, 2.0, 3.0]])
     before = logits.clone()
@@ -222,6 +227,7 @@ def check_top_k_filter(fn) -> None:
 
 # ---------------------------------------------------------------- top_p_filter
 
+@public_check
 def check_top_p_filter(fn) -> None:
     probs = torch.tensor([[0.15, 0.5, 0.1, 0.25]])
     logits = probs.log()
@@ -268,6 +274,7 @@ def _looks_like(freq: torch.Tensor, probs: torch.Tensor) -> bool:
     return bool(((freq - probs).abs() <= 5 * sd + 0.01).all() and (freq[probs == 0] == 0).all())
 
 
+@public_check
 def check_sample_next_token(fn) -> None:
     logits = torch.stack([_ROW, _ROW.flip(0)])
     greedy = fn(logits, temperature=0)
@@ -349,6 +356,7 @@ def _generating(fn, model, *args, **kwargs):
              "LAST block_size tokens")
 
 
+@public_check
 def check_generate(fn) -> None:
     model = _Window()
     out = _generating(fn, model, _GEN_PROMPT, 6, temperature=0)
@@ -404,6 +412,7 @@ _SHORT = [[0.0, 0.4, 0.1, 0.05, 0.45], [0.02, 0.0, 0.9, 0.06, 0.02], [0.02, 0.03
           [0.5, 0.3, 0.1, 0.05, 0.05], [0.2, 0.2, 0.2, 0.2, 0.2]]
 
 
+@public_check
 def check_beam_search(fn) -> None:
     prompt = torch.tensor([[0]])
     out = fn(_Table(_TRAP), prompt, 2, 1)
@@ -434,6 +443,7 @@ def _pairs(merges) -> list:
     return [tuple(int(x) for x in m) for m in merges] if isinstance(merges, list) else merges
 
 
+@public_check
 def check_train_bpe(fn) -> None:
     merges = _pairs(fn("aaabdaaabac", 3))
     if not isinstance(merges, list):
@@ -457,6 +467,7 @@ def check_train_bpe(fn) -> None:
     passed("train_bpe")
 
 
+@public_check
 def check_bpe_encode(fn) -> None:
     got = fn("abcbcbc", [(97, 98), (98, 99)])
     if got == [97, 257, 257, 257]:
@@ -476,6 +487,7 @@ def check_bpe_encode(fn) -> None:
     passed("bpe_encode")
 
 
+@public_check
 def check_bpe_decode(fn) -> None:
     merges = [(97, 97), (256, 256), (104, 105)]
     got = fn([258, 33, 257, 256, 97], merges)
