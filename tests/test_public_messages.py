@@ -1,13 +1,12 @@
 """Public checks name the mistake: each catalogued mistake listed here fails its chapter's public check
 with a message that names it, and a failed check shows its message alone (no traceback)."""
 import importlib
-import linecache
 
 import pytest
 
 from course.checks import CheckFailed, fail
 from grader.chapters import CHAPTERS
-from tests.helpers import PRELUDE, reference_namespace
+from tests.helpers import as_a_cell, reference_namespace
 
 # (chapter, catalogue label, words the public check's message must hold)
 NAMED = [
@@ -54,16 +53,6 @@ PASSING = [(c, name) for c, names in CHANGED.items() for name in names]
 
 def chapter_of(name):
     return next(c for c in CHAPTERS if c.name == name)
-
-
-def as_a_cell(source: str, namespace: dict) -> dict:
-    """Run `source` as a notebook cell runs: its text readable by inspect.getsource (the public checks
-    read the code of the exercise to name a forbidden library call)."""
-    source = PRELUDE + source
-    filename = f"<cell {abs(hash(source))}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace
 
 
 def variant(chapter_name, label):
