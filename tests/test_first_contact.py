@@ -1,6 +1,7 @@
 """What a learner meets before writing anything: a public check on an unwritten exercise names it,
 a blank notebook run top to bottom stops only with messages that name the exercise a cell waits
 for, every exercise has one heading form, and a check's numbers are printed legibly."""
+import inspect
 import os
 import re
 
@@ -29,6 +30,19 @@ def test_public_check_names_an_unwritten_exercise(chapter):
         check = getattr(module, f"check_{name}")
         with pytest.raises(NotWrittenYet, match=f"not implemented yet: write `{name}` above"):
             check(skeleton[name])
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[c.assignment for c in CHAPTERS])
+def test_every_check_carries_the_decorator(chapter):
+    """The learner reads `@public_check` on each check of the chapter module: one per exercise, none hidden in
+    an import hook, none left undecorated."""
+    module = checks_module(chapter)
+    checks = {name: fn for name, fn in vars(module).items() if name.startswith("check_") and callable(fn)}
+    assert {name.removeprefix("check_") for name in checks} == set(exercises(chapter.name))
+    for name, fn in checks.items():
+        assert getattr(fn, "exercise", None) == name.removeprefix("check_"), f"{name} lacks @public_check"
+    source = inspect.getsource(module)
+    assert source.count("@public_check\ndef check_") == len(checks)
 
 
 @pytest.mark.parametrize("chapter", REVIEWED, ids=[c.assignment for c in REVIEWED])

@@ -1,8 +1,9 @@
 """Public checks for chapter 05 (residuals, LayerNorm, the feed-forward block, the encoder layer).
 
-The expected numbers below were computed once from the fixed inputs defined here; so were the
-outputs that the usual mistakes produce on the same inputs, which is how a failing check can
-name the mistake. Weights are set with a fixed formula (`fill`), not drawn at random.
+Between the `# --- stored numbers` lines are what the reference solution gives on the fixed inputs
+defined here, and what the usual mistakes give on the same inputs, which is how a failing check can
+name the mistake; `python -m tests.snapshots --write` computes them again in the course repository.
+Weights are set with a fixed formula (`fill`), not drawn at random.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course.checks import (avoid_library_call, close, diagnose, expect_dropouts, expect_tensor, expect_value_error,
-                           fail, passed)
+                           fail, passed, public_check)
 
 T = torch.tensor
 
@@ -53,71 +54,6 @@ def sequence(T_: int = 3, D: int = 4) -> torch.Tensor:
 
 CAUSAL = torch.ones(3, 3, dtype=torch.bool).tril()
 
-# --- generated numbers ---
-LN_OUT = [[0.0, 0.296116, -0.976696, -3.437856], [0.254756, -0.209347, 0.236394, 0.500662]]
-LN_OUT_EPS = [[0.0, 0.288982, -0.933894, -3.323716], [0.001237, 0.098497, 0.200177, -0.296111]]
-LN_UNBIASED = [[0.0, 0.269841, -0.819049, -3.017463], [0.248525, -0.20178, 0.235504, 0.481079]]
-LN_EPS_OUTSIDE = [[0.0, 0.296115, -0.976692, -3.437846], [0.64792, -0.68676, 0.29256, 1.73632]]
-LN_STD_EPS = [[0.0, 0.269841, -0.819046, -3.017456], [0.561672, -0.582031, 0.280239, 1.465256]]
-LN_NO_AFFINE = [[0.0, 0.392232, 1.176696, -1.568928], [0.254756, -0.618693, -0.036394, 0.400331]]
-LN_DIM0 = [[0.99998, 0.599998, -0.799999, -2.299995], [-0.99998, -0.399998, 1.199999, 1.699996]]
-LN_DIM0_3D = [[[0.99998, 0.599998, -0.799999, -2.299995], [-0.99998, -0.399998, 1.199999, 1.699996]]]
-LN_PLAIN = [[0.0, 0.392232, 1.176696, -1.568928], [0.254756, -0.618693, -0.036394, 0.400331]]
-LN_PLAIN_EPS = [[0.0, 0.377964, 1.133893, -1.511858], [0.001237, -0.003005, -0.000177, 0.001945]]
-FFN_OUT = [[[2.0, -0.5, 0.25], [3.5, -1.0, -0.75]]]
-FFN_NO_RELU = [[[0.5, -1.0, 2.25], [0.5, -1.0, -0.75]]]
-FFN_RELU_LAST = [[[0.5, 0.0, 2.25], [0.5, 0.0, 0.0]]]
-FFN_RELU_TWICE = [[[2.0, 0.0, 0.25], [3.5, 0.0, 0.0]]]
-AN_OUT = [[[-0.705649, -0.381125, 0.13585, 2.907497], [1.170327, -0.691691, 0.131157, 0.388427]]]
-AN_NORM_THEN_ADD = [[[-0.841635, -1.123606, -0.247212, 4.383271], [2.83097, -0.660637, -1.983213, 1.214183]]]
-AN_NO_RESIDUAL = [[[0.11547, -0.535083, 0.546409, 2.702209], [1.611555, -0.112047, 1.302643, -0.469637]]]
-AN_X_PLUS_NORM = [[[1.11547, 1.464917, 3.546409, 6.702209], [1.611555, -2.112047, 3.302643, 0.530363]]]
-AN_NO_NORM = [[[1.5, 1.0, 3.0, 6.0], [3.0, -2.0, 1.0, 1.5]]]
-AN_NO_SUB = [[[-1.341635, -0.123606, -0.247212, 2.383271], [-0.16903, -0.660637, -0.983213, 0.714183]]]
-POST_OUT = [[[0.490358, -0.143279, 0.431371, -1.783687],
-  [-0.017329, -0.967459, 0.25818, 1.6263],
-  [-1.130755, 0.248843, 0.212624, 1.353055]]]
-POST_MASKED = [[[0.75201, -0.554214, -0.138233, -0.553302],
-  [-0.474926, -0.251162, -0.693172, 2.386822],
-  [-1.130755, 0.248843, 0.212624, 1.353055]]]
-PRE_OUT = [[[0.421735, -0.319815, -0.122327, -1.847492],
-  [-2.556438, -1.618994, -1.558575, 0.419265],
-  [0.255694, 1.998855, 1.809103, 2.65336]]]
-POST_FFN_ON_INPUT = [[[0.076776, -0.095883, 1.050581, -1.86461],
-  [0.627182, -0.775993, -0.283424, 0.484161],
-  [-0.040662, 0.671771, -0.208276, -1.555362]]]
-POST_SWAPPED = [[[0.418939, -0.03241, 0.344645, -1.095415],
-  [-0.764348, -1.128607, 0.144363, 0.815307],
-  [-1.933811, 0.179046, -0.156645, 0.692223]]]
-PRE_SWAPPED = [[[0.950871, -0.384161, -0.23874, -1.062696],
-  [-2.921663, -1.968595, -1.75696, 0.167078],
-  [-0.182525, 1.583663, 1.645995, 2.458063]]]
-PRE_NORMED_STREAM = [[[0.209022, -0.347896, 0.355427, -1.489234],
-  [-1.071826, -0.285651, -0.020347, 2.430834],
-  [-1.042203, 0.28951, 0.413911, 1.703773]]]
-PRE_BOTH_NORMS = [[[0.611571, -0.19215, 0.185042, -1.579281],
-  [-0.947252, -0.164982, 0.087051, 2.108486],
-  [-1.130984, 0.147995, 0.30244, 1.46143]]]
-ENC_POST_OUT = [[[0.295476, -0.246497, 0.471397, -1.014798],
-  [0.367291, -1.284873, -0.204445, 0.809147],
-  [-1.799572, -0.183263, -0.0678, 0.86195]]]
-ENC_PRE_OUT = [[[0.102846, -0.040678, 0.989836, -1.943704],
-  [-0.776899, -0.206888, -0.232874, 2.349097],
-  [-0.906782, 0.031652, -0.250977, 2.112963]]]
-ENC_PRE_MASKED = [[[0.724449, -0.138349, -0.582663, -0.855963],
-  [-0.666014, -0.256741, -0.37903, 2.421879],
-  [-0.833303, -0.063463, -0.306999, 2.249309]]]
-ENC_PRE_NO_NORM = [[[0.278433, -0.413528, 1.000435, -2.995352],
-  [-2.258258, -0.92903, -1.153719, 2.065408],
-  [0.734767, 2.870008, 2.02114, 4.652661]]]
-ENC_POST_SAME_INPUT = [[[1.67913, -0.251004, -0.258863, -0.845719],
-  [1.374435, -1.229186, 0.065653, -0.187765],
-  [-1.817934, 0.688362, 0.035578, -0.077135]]]
-ENC_PRE_SAME_INPUT = [[[0.204805, 0.156981, 0.586027, -2.060682],
-  [-0.576565, -0.44904, -0.226399, 2.444089],
-  [-0.671571, -0.236738, -0.397689, 2.414802]]]
-# --- end of generated numbers ---
-
 
 def _float_parameter(module: nn.Module, name: str, shape: tuple[int, ...]) -> None:
     value = getattr(module, name, None)
@@ -143,6 +79,24 @@ def _match(actual, expected, mistakes: dict, what: str, otherwise: str) -> None:
 
 # ---------------------------------------------------------------- layer_norm
 
+# --- stored numbers: layer_norm ---
+LN_OUT = [[0.0, 0.296116, -0.976696, -3.437856], [0.254756, -0.209347, 0.236394, 0.500662]]
+# mistake: unbiased variance (torch.var default, divides by D - 1)
+LN_UNBIASED = [[0.0, 0.269841, -0.819049, -3.017463], [0.248525, -0.20178, 0.235504, 0.481079]]
+# mistake: eps added outside the square root
+LN_EPS_OUTSIDE = [[0.0, 0.296115, -0.976692, -3.437846], [0.64792, -0.68676, 0.29256, 1.73632]]
+# mistake: std with the default unbiased setting plus eps outside (x.std)
+LN_STD_EPS = [[0.0, 0.269841, -0.819046, -3.017456], [0.561672, -0.582031, 0.280239, 1.465256]]
+# mistake: forgot weight and bias
+LN_NO_AFFINE = [[0.0, 0.392232, 1.176696, -1.568928], [0.254756, -0.618693, -0.036394, 0.400331]]
+# mistake: normalises over dim 0 (the batch) instead of the last axis
+LN_DIM0 = [[0.99998, 0.599998, -0.799999, -2.299995], [-0.99998, -0.399998, 1.199999, 1.699996]]
+LN_OUT_EPS = [[0.0, 0.288982, -0.933894, -3.323716], [0.001237, 0.098497, 0.200177, -0.296111]]
+# mistake: normalises over dim 1
+LN_DIM0_3D = [[[0.99998, 0.599998, -0.799999, -2.299995], [-0.99998, -0.399998, 1.199999, 1.699996]]]
+# --- end of stored numbers ---
+
+@public_check
 def check_layer_norm(fn) -> None:
     avoid_library_call(fn, ("layer_norm", "LayerNorm", "native_layer_norm"),
                        "compute the mean and the variance yourself: F.layer_norm / nn.LayerNorm score zero here")
@@ -172,6 +126,14 @@ def check_layer_norm(fn) -> None:
     passed("layer_norm")
 
 
+# --- stored numbers: LayerNorm ---
+LN_PLAIN_EPS = [[0.0, 0.377964, 1.133893, -1.511858], [0.001237, -0.003005, -0.000177, 0.001945]]
+# mistake: eps not passed on to layer_norm
+LN_PLAIN = [[0.0, 0.392232, 1.176696, -1.568928], [0.254756, -0.618693, -0.036394, 0.400331]]
+# --- end of stored numbers ---
+
+
+@public_check
 def check_LayerNorm(cls) -> None:
     avoid_library_call(cls, ("layer_norm", "LayerNorm", "native_layer_norm"),
                        "use your own layer_norm inside LayerNorm: F.layer_norm / nn.LayerNorm score zero here")
@@ -208,8 +170,18 @@ FFN_STATE = {"linear1.weight": T([[1.0, 0, 0], [-1.0, 0, 0], [0, 1.0, 0], [0, 0,
              "linear1.bias": T([0.0, 0.5, -1.0, 0.0]),
              "linear2.weight": T([[1.0, 1.0, 0, 0], [0, -1.0, 1.0, 0], [0, 0, 0, -1.0]]),
              "linear2.bias": T([0.0, -0.5, 0.25])}
+# --- stored numbers: PositionwiseFeedForward ---
+FFN_OUT = [[[2.0, -0.5, 0.25], [3.5, -1.0, -0.75]]]
+# mistake: no activation between the linear layers
+FFN_NO_RELU = [[[0.5, -1.0, 2.25], [0.5, -1.0, -0.75]]]
+# mistake: ReLU after linear2 instead of between the layers
+FFN_RELU_LAST = [[[0.5, 0.0, 2.25], [0.5, 0.0, 0.0]]]
+# mistake: a ReLU after linear2 as well
+FFN_RELU_TWICE = [[[2.0, 0.0, 0.25], [3.5, 0.0, 0.0]]]
+# --- end of stored numbers ---
 
 
+@public_check
 def check_PositionwiseFeedForward(cls) -> None:
     m = cls(3, 4)
     for name, (n_in, n_out) in (("linear1", (3, 4)), ("linear2", (4, 3))):
@@ -246,8 +218,22 @@ def check_PositionwiseFeedForward(cls) -> None:
 
 AN_X = T([[[1.0, 2.0, 3.0, 4.0], [0.0, -2.0, 2.0, 1.0]]])  # (1, 2, 4)
 AN_SUB = T([[[0.5, -1.0, 0.0, 2.0], [3.0, 0.0, -1.0, 0.5]]])
+# --- stored numbers: AddNorm ---
+AN_OUT = [[[-0.705649, -0.381125, 0.13585, 2.907497], [1.170326, -0.691691, 0.131157, 0.388427]]]
+# mistake: normalises before adding: norm(x) + sublayer_out
+AN_NORM_THEN_ADD = [[[-0.841635, -1.123606, -0.247212, 4.383271], [2.83097, -0.660637, -1.983213, 1.214183]]]
+# mistake: drops the residual: norm(sublayer_out)
+AN_NO_RESIDUAL = [[[0.11547, -0.535083, 0.546409, 2.702209], [1.611555, -0.112047, 1.302643, -0.469637]]]
+# mistake: x + norm(sublayer_out)
+AN_X_PLUS_NORM = [[[1.11547, 1.464917, 3.546409, 6.702209], [1.611555, -2.112047, 3.302643, 0.530363]]]
+# mistake: no LayerNorm: x + sublayer_out
+AN_NO_NORM = [[[1.5, 1.0, 3.0, 6.0], [3.0, -2.0, 1.0, 1.5]]]
+# mistake: sublayer_out ignored, norm(x); also what a training-mode AddNorm gives for sublayer_out = 0
+AN_NO_SUB = [[[-1.341635, -0.123606, -0.247212, 2.383271], [-0.16903, -0.660637, -0.983213, 0.714183]]]
+# --- end of stored numbers ---
 
 
+@public_check
 def check_AddNorm(cls) -> None:
     m = cls(4)
     norm = getattr(m, "norm", None)
@@ -279,6 +265,38 @@ def check_AddNorm(cls) -> None:
 
 # ---------------------------------------------------------------- EncoderLayer
 
+# --- stored numbers: EncoderLayer ---
+POST_OUT = [[[0.490358, -0.143279, 0.431371, -1.783687],
+             [-0.017329, -0.967459, 0.25818, 1.6263],
+             [-1.130755, 0.248843, 0.212624, 1.353055]]]
+POST_MASKED = [[[0.75201, -0.554214, -0.138233, -0.553302],
+                [-0.474926, -0.251162, -0.693172, 2.386822],
+                [-1.130755, 0.248843, 0.212624, 1.353055]]]
+PRE_OUT = [[[0.421735, -0.319815, -0.122327, -1.847492],
+            [-2.556438, -1.618994, -1.558575, 0.419265],
+            [0.255694, 1.998855, 1.809103, 2.65336]]]
+# mistake: Post-LN applies the FFN to the pre-attention x
+POST_FFN_ON_INPUT = [[[0.076776, -0.095883, 1.050581, -1.86461],
+                      [0.627182, -0.775993, -0.283424, 0.484161],
+                      [-0.040662, 0.671771, -0.208276, -1.555362]]]
+# mistake: norm1 and norm2 swapped
+POST_SWAPPED = [[[0.418939, -0.03241, 0.344645, -1.095415],
+                 [-0.764348, -1.128607, 0.144363, 0.815307],
+                 [-1.933811, 0.179046, -0.156645, 0.692223]]]
+# mistake: norm1 and norm2 swapped
+PRE_SWAPPED = [[[0.950871, -0.384161, -0.23874, -1.062696],
+                [-2.921663, -1.968595, -1.75696, 0.167078],
+                [-0.182525, 1.583663, 1.645995, 2.458063]]]
+# mistake: Pre-LN normalises the residual stream: x = norm(x) + sublayer(norm(x))
+PRE_NORMED_STREAM = [[[0.209022, -0.347896, 0.355427, -1.489234],
+                      [-1.071826, -0.285651, -0.020347, 2.430834],
+                      [-1.042203, 0.28951, 0.413911, 1.703773]]]
+# mistake: Pre-LN with a LayerNorm after the residual too (both norms on every sublayer)
+PRE_BOTH_NORMS = [[[0.611571, -0.19215, 0.185042, -1.579281],
+                   [-0.947252, -0.164982, 0.087051, 2.108486],
+                   [-1.130984, 0.147995, 0.30244, 1.46143]]]
+# --- end of stored numbers ---
+
 def _layer(cls, norm_first: bool):
     m = cls(4, 2, 8, norm_first=norm_first)
     for name in ("self_attn", "ffn", "norm1", "norm2", "dropout1", "dropout2"):
@@ -289,6 +307,7 @@ def _layer(cls, norm_first: bool):
     return m
 
 
+@public_check
 def check_EncoderLayer(cls) -> None:
     avoid_library_call(cls, ("TransformerEncoderLayer", "TransformerEncoder", "MultiheadAttention",
                              "multi_head_attention_forward"),
@@ -340,11 +359,36 @@ def check_EncoderLayer(cls) -> None:
 
 # ---------------------------------------------------------------- Encoder
 
+# --- stored numbers: Encoder ---
+ENC_POST_OUT = [[[0.295476, -0.246497, 0.471397, -1.014798],
+                 [0.367291, -1.284873, -0.204445, 0.809147],
+                 [-1.799572, -0.183263, -0.0678, 0.86195]]]
+ENC_PRE_OUT = [[[0.102846, -0.040678, 0.989836, -1.943704],
+                [-0.776899, -0.206888, -0.232874, 2.349097],
+                [-0.906782, 0.031652, -0.250977, 2.112963]]]
+ENC_PRE_MASKED = [[[0.724449, -0.138349, -0.582663, -0.855963],
+                   [-0.666014, -0.256741, -0.37903, 2.421879],
+                   [-0.833303, -0.063463, -0.306999, 2.249309]]]
+# mistake: self.norm built but not applied (the catalogue's variant has none, which the parameter count catches)
+ENC_PRE_NO_NORM = [[[0.278433, -0.413528, 1.000435, -2.995352],
+                    [-2.258258, -0.92903, -1.153719, 2.065408],
+                    [0.734767, 2.870008, 2.02114, 4.652661]]]
+# mistake: every layer gets the encoder input instead of the previous layer's output
+ENC_POST_SAME_INPUT = [[[1.67913, -0.251004, -0.258863, -0.845719],
+                        [1.374435, -1.229186, 0.065653, -0.187765],
+                        [-1.817934, 0.688362, 0.035578, -0.077135]]]
+# mistake: every layer gets the encoder input instead of the previous layer's output
+ENC_PRE_SAME_INPUT = [[[0.204805, 0.156981, 0.586027, -2.060682],
+                       [-0.576565, -0.44904, -0.226399, 2.444089],
+                       [-0.671571, -0.236738, -0.397689, 2.414802]]]
+# --- end of stored numbers ---
+
 def _encoder_keys(num_layers: int, norm_first: bool) -> list[str]:
     keys = [f"layers.{i}.{k}" for i in range(num_layers) for k in LAYER_KEYS]
     return keys + (["norm.weight", "norm.bias"] if norm_first else [])
 
 
+@public_check
 def check_Encoder(cls) -> None:
     avoid_library_call(cls, ("TransformerEncoderLayer", "TransformerEncoder"),
                        "stack your own EncoderLayers: nn.TransformerEncoder scores zero here")

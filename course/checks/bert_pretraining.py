@@ -1,8 +1,9 @@
 """Public checks for chapter 07 (GELU, BERT's inputs, masking, NSP pairs, the model, the loss).
 
-The expected numbers below were computed once from the fixed inputs defined here; so were the
-outputs that the usual mistakes produce on the same inputs, which is how a failing check names
-the mistake. Weights are set with a fixed formula (`fill`), chosen by each parameter's name.
+Between the `# --- stored numbers` lines are what the reference solution gives on the fixed inputs
+defined here, and what the usual mistakes give on the same inputs, which is how a failing check names
+the mistake; `python -m tests.snapshots --write` computes them again in the course repository.
+Weights are set with a fixed formula (`fill`), chosen by each parameter's name.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from course.checks import (avoid_library_call, close, diagnose, dropout_calls, expect_tensor, expect_value_error, fail,
-                           name_wave, passed)
+                           name_wave, passed, public_check)
 
 
 def fill(module: nn.Module) -> None:
@@ -34,22 +35,29 @@ def fill(module: nn.Module) -> None:
 # ---------------------------------------------------------------- gelu
 
 GELU_X = torch.tensor([-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0])
+# --- stored numbers: gelu ---
 GELU_OUT = [-0.003637, -0.045402, -0.158808, -0.154286, 0.0, 0.345714, 0.841192, 1.954598, 2.996363]
+# mistake: the exact erf form (what F.gelu does by default), not the tanh form
+GELU_EXACT = [-0.00405, -0.0455, -0.158655, -0.154269, 0.0, 0.345731, 0.841345, 1.9545, 2.99595]
+# mistake: the sigmoid approximation x * sigmoid(1.702 x)
+GELU_SIGMOID = [-0.018071, -0.064341, -0.154204, -0.149612, 0.0, 0.350388, 0.845796, 1.935659, 2.981929]
+# mistake: x**2 in the cubic term
+GELU_SQUARE = [-0.046784, -0.103704, -0.178812, -0.157155, 0.0, 0.346664, 0.841192, 1.94005, 2.986902]
+# mistake: sqrt(2 * pi) instead of sqrt(2 / pi)
+GELU_SQRT_2PI = [0.0, -1.5e-05, -0.005286, -0.036732, 0.0, 0.463268, 0.994714, 1.999985, 3.0]
+# mistake: the 0.5 in front left out
+GELU_NO_HALF = [-0.007275, -0.090805, -0.317616, -0.308572, 0.0, 0.691428, 1.682384, 3.909195, 5.992725]
+# --- end of stored numbers ---
 GELU_MISTAKES = {
     "these are the values of the EXACT GELU, x * Phi(x) with erf; this exercise asks for the tanh form "
-    "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) that BERT's code uses":
-        [-0.00405, -0.0455, -0.158655, -0.154269, 0.0, 0.345731, 0.841345, 1.9545, 2.99595],
-    "this is the sigmoid approximation x * sigmoid(1.702 x), not the tanh form":
-        [-0.018071, -0.064341, -0.154204, -0.149612, 0.0, 0.350388, 0.845796, 1.935659, 2.981929],
-    "the cubic term is 0.044715 * x**3 (you used x**2)":
-        [-0.046784, -0.103704, -0.178812, -0.157155, 0.0, 0.346664, 0.841192, 1.94005, 2.986902],
-    "the factor inside tanh is sqrt(2 / pi) (about 0.798), not sqrt(2 * pi)":
-        [-0.0, -1.5e-05, -0.005286, -0.036732, 0.0, 0.463268, 0.994714, 1.999985, 3.0],
-    "the 0.5 in front is missing: 0.5 * x * (1 + tanh(...))":
-        [-0.007275, -0.090805, -0.317616, -0.308572, 0.0, 0.691428, 1.682384, 3.909195, 5.992725],
+    "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) that BERT's code uses": GELU_EXACT,
+    "this is the sigmoid approximation x * sigmoid(1.702 x), not the tanh form": GELU_SIGMOID,
+    "the cubic term is 0.044715 * x**3 (you used x**2)": GELU_SQUARE,
+    "the factor inside tanh is sqrt(2 / pi) (about 0.798), not sqrt(2 * pi)": GELU_SQRT_2PI,
+    "the 0.5 in front is missing: 0.5 * x * (1 + tanh(...))": GELU_NO_HALF,
 }
 
-
+@public_check
 def check_gelu(fn) -> None:
     avoid_library_call(fn, ("gelu", "GELU"), "write the formula yourself with torch.tanh; the grader gives zero "
                                              "to a solution that calls F.gelu or nn.GELU")
@@ -68,6 +76,7 @@ def check_gelu(fn) -> None:
 
 # ---------------------------------------------------------------- build_pair_input
 
+@public_check
 def check_build_pair_input(fn) -> None:
     a, b = [7, 8, 9], [10, 11]
     result = fn(a, b, 1, 2)
@@ -88,7 +97,8 @@ def check_build_pair_input(fn) -> None:
         fail(f"segment_ids should be [0, 0, 0, 0, 0, 1, 1, 1]; got {segments}")
     single = fn([5, 6], None, 1, 2)
     if single != ([1, 5, 6, 2], [0, 0, 0, 0]):
-        fail(f"with tokens_b=None the input is [CLS] a [SEP] with segments 0: ([1, 5, 6, 2], [0, 0, 0, 0]); got {single}")
+        fail("with tokens_b=None the input is [CLS] a [SEP] with segments 0: ([1, 5, 6, 2], [0, 0, 0, 0]); "
+             f"got {single}")
     expect_value_error(fn, [], [3], 1, 2, what="an empty tokens_a")
     passed("build_pair_input")
 
@@ -97,15 +107,31 @@ def check_build_pair_input(fn) -> None:
 
 EMB_IDS = torch.tensor([[1, 4, 2, 5, 2]])
 EMB_SEGMENTS = torch.tensor([[0, 0, 0, 1, 1]])
-EMB_OUT = [[[1.188532, 0.275499, -0.587522, -1.284384], [1.181523, 0.284555, -0.578751, -1.295792], [-0.999489, -0.500508, 0.285259, 1.32304], [-0.860049, -0.611589, 0.146656, 1.431572], [-1.039818, -0.462897, 0.328115, 1.282336]]]
+# --- stored numbers: BertEmbeddings ---
+EMB_OUT = [[[1.188532, 0.275499, -0.587522, -1.284384],
+            [1.181523, 0.284555, -0.578751, -1.295792],
+            [-0.999489, -0.500508, 0.285259, 1.32304],
+            [-0.860049, -0.611589, 0.146656, 1.431572],
+            [-1.039818, -0.462897, 0.328115, 1.282336]]]
+# mistake: the segment embedding is never added
+EMB_NO_SEGMENT = [[[1.235759, 0.208888, -0.649436, -1.198037],
+                   [1.199908, 0.260379, -0.601938, -1.265189],
+                   [-1.067254, -0.43555, 0.358242, 1.251567],
+                   [-1.04049, -0.462252, 0.328859, 1.281605],
+                   [-1.337184, 0.294832, 0.892714, 0.159869]]]
+# mistake: no LayerNorm applied
+EMB_NO_NORM = [[[-0.038316, -0.372505, -0.656286, -0.851238],
+                [0.002204, -0.478807, -0.89501, -1.19008],
+                [-0.462462, -0.335367, -0.162869, 0.031665],
+                [-0.670238, -0.609692, -0.466627, -0.260383],
+                [-0.158571, -0.094187, -0.017048, 0.062411]]]
+# --- end of stored numbers ---
 EMB_MISTAKES = {
-    "the segment embedding is missing: add segment(segment_ids)":
-        [[[1.235759, 0.208888, -0.649436, -1.198037], [1.199908, 0.260379, -0.601938, -1.265189], [-1.067254, -0.43555, 0.358242, 1.251567], [-1.04049, -0.462252, 0.328859, 1.281605], [-1.337184, 0.294832, 0.892714, 0.159869]]],
-    "the embeddings are summed but never normalised: apply norm (LayerNorm) to the sum":
-        [[[-0.038316, -0.372505, -0.656286, -0.851238], [0.002204, -0.478807, -0.89501, -1.19008], [-0.462462, -0.335367, -0.162869, 0.031665], [-0.670238, -0.609692, -0.466627, -0.260383], [-0.158571, -0.094187, -0.017048, 0.062411]]],
+    "the segment embedding is missing: add segment(segment_ids)": EMB_NO_SEGMENT,
+    "the embeddings are summed but never normalised: apply norm (LayerNorm) to the sum": EMB_NO_NORM,
 }
 
-
+@public_check
 def check_BertEmbeddings(cls) -> None:
     m = cls(6, 4, 5)
     params = dict(m.named_parameters())
@@ -138,6 +164,7 @@ def _mask_batch() -> torch.Tensor:
     return ids
 
 
+@public_check
 def check_mask_tokens(fn) -> None:
     ids = _mask_batch()
     before = ids.clone()
@@ -175,7 +202,8 @@ def check_mask_tokens(fn) -> None:
              "branch with probability 0.1 among the tokens not masked gives 0.2 * 0.1 = 2%: split ONE uniform number "
              "per token into [0, 0.8), [0.8, 0.9), [0.9, 1)")
     if abs(masked_frac - 0.8) > 0.05 or abs(same_frac - 0.1) > 0.04:
-        fail(f"of the chosen tokens {100 * masked_frac:.1f}% became [MASK] and {100 * same_frac:.1f}% stayed unchanged; "
+        fail(f"of the chosen tokens {100 * masked_frac:.1f}% became [MASK] and {100 * same_frac:.1f}% stayed "
+             "unchanged; "
              "expected 80% and 10%")
     again = fn(ids, 30, 3, (0, 1, 2, 3), 0.5, torch.Generator().manual_seed(0))
     if not (torch.equal(again[0], masked) and torch.equal(again[1], labels)):
@@ -191,6 +219,7 @@ def _documents() -> list:
     return [[[100 * d + j, 99] for j in range(n)] for d, n in enumerate([6, 4, 7, 5, 1, 6])]
 
 
+@public_check
 def check_make_nsp_examples(fn) -> None:
     docs = _documents()
     snapshot = copy.deepcopy(docs)
@@ -230,26 +259,66 @@ def check_make_nsp_examples(fn) -> None:
 MODEL_IDS = torch.tensor([[1, 4, 5, 2, 6, 2], [1, 5, 2, 6, 4, 0]])
 MODEL_SEGMENTS = torch.tensor([[0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 0]])
 MODEL_MASK = torch.tensor([[True] * 6, [True] * 5 + [False]])
-MLM_ROW0 = [[0.087615, -0.274107, 0.030743, 0.432966, 0.165544, -0.336645, -0.220716], [0.088173, -0.273727, 0.030253, 0.432498, 0.165949, -0.336103, -0.221023], [0.000551, 0.070771, 0.180355, 0.115243, -0.041678, -0.056472, 0.037316], [0.041444, 0.10447, 0.145574, 0.075237, -0.014151, -0.011474, 0.01795], [0.071809, 0.128087, 0.119493, 0.04689, 0.006791, 0.02067, 0.002838], [0.029067, 0.094436, 0.156131, 0.087186, -0.022541, -0.024944, 0.023897]]
+# --- stored numbers: BertForPretraining ---
+MLM_ROW0 = [[0.087615, -0.274107, 0.030743, 0.432966, 0.165544, -0.336645, -0.220716],
+            [0.088173, -0.273727, 0.030253, 0.432498, 0.165949, -0.336103, -0.221023],
+            [0.000551, 0.070771, 0.180355, 0.115243, -0.041678, -0.056472, 0.037316],
+            [0.041444, 0.10447, 0.145574, 0.075237, -0.014151, -0.011474, 0.01795],
+            [0.071809, 0.128087, 0.119493, 0.04689, 0.006791, 0.02067, 0.002838],
+            [0.029067, 0.094436, 0.156131, 0.087186, -0.022541, -0.024944, 0.023897]]
 NSP = [[-0.431257, -0.120225], [-0.43002, -0.122321]]
+# mistake: calls chapter 05's layer(x, mask): ReLU feed-forward
+MLM_RELU = [[0.041997, -0.304765, 0.070801, 0.470889, 0.132363, -0.380584, -0.195503],
+            [0.042518, -0.304418, 0.070343, 0.470459, 0.132744, -0.380086, -0.195793],
+            [-0.02331, 0.050629, 0.200563, 0.13905, -0.057568, -0.083161, 0.048367],
+            [0.023035, 0.089502, 0.161268, 0.093051, -0.026615, -0.031548, 0.026773],
+            [0.055804, 0.115842, 0.133276, 0.061635, -0.004319, 0.003911, 0.010908],
+            [0.009045, 0.077907, 0.173154, 0.106802, -0.036008, -0.047003, 0.033363]]
+# mistake: Pre-LN instead of Post-LN
+MLM_PRE_LN = [[0.573106, 0.105528, -0.385906, -0.022221, 0.499645, 0.179134, -0.461287],
+              [0.57333, 0.105734, -0.386093, -0.022461, 0.499789, 0.1794, -0.461383],
+              [0.395689, 0.310688, -0.171269, -0.188442, 0.254879, 0.300987, -0.194413],
+              [0.400662, 0.30653, -0.176996, -0.185323, 0.261171, 0.299008, -0.201065],
+              [0.439189, 0.324857, -0.2122, -0.210034, 0.291894, 0.32929, -0.226296],
+              [0.394635, 0.305109, -0.171227, -0.182856, 0.25585, 0.295577, -0.196365]]
+# mistake: the decoder bias is never added
+MLM_NO_BIAS = [[-0.007491, -0.373951, -0.060326, 0.362999, 0.12615, -0.340136, -0.187833],
+               [-0.006933, -0.373571, -0.060815, 0.36253, 0.126555, -0.339595, -0.188139],
+               [-0.094556, -0.029073, 0.089286, 0.045275, -0.081072, -0.059964, 0.0702],
+               [-0.053663, 0.004626, 0.054505, 0.005269, -0.053545, -0.014966, 0.050833],
+               [-0.023298, 0.028243, 0.028424, -0.023077, -0.032604, 0.017178, 0.035722],
+               [-0.06604, -0.005408, 0.065062, 0.017218, -0.061936, -0.028436, 0.056781]]
+# mistake: the MLM head has no transform (logits straight from the hidden states)
+MLM_NO_TRANSFORM = [[0.77395, 0.72967, -0.47356, -0.662243, 0.47124, 0.814021, -0.317747],
+                    [0.774529, 0.729601, -0.474151, -0.662282, 0.471824, 0.814165, -0.318305],
+                    [-0.627323, -0.171418, 0.764311, 0.46332, -0.562511, -0.499008, 0.477901],
+                    [-0.69737, -0.278768, 0.814889, 0.579838, -0.59196, -0.620871, 0.485252],
+                    [-0.683051, -0.335926, 0.790203, 0.632516, -0.557723, -0.667345, 0.442586],
+                    [-0.681567, -0.245911, 0.805045, 0.545197, -0.588397, -0.585583, 0.488088]]
+# mistake: segment_ids are not passed to the embeddings
+MLM_NO_SEGMENTS = [[0.087494, -0.274189, 0.030849, 0.433068, 0.165457, -0.336762, -0.22065],
+                   [0.088051, -0.273811, 0.030361, 0.432601, 0.16586, -0.336222, -0.220955],
+                   [-0.000149, 0.070185, 0.180949, 0.115937, -0.042145, -0.057251, 0.037642],
+                   [0.041176, 0.104255, 0.145803, 0.075493, -0.014333, -0.011763, 0.01808],
+                   [0.033821, 0.098312, 0.15208, 0.082575, -0.019326, -0.01975, 0.021624],
+                   [0.001749, 0.071778, 0.179339, 0.114052, -0.040878, -0.055136, 0.036759]]
+# mistake: NSP pooled from the mean of the hidden states, not [CLS]
+NSP_MEAN = [[-0.065172, 0.123502], [-0.243721, 0.021927]]
+# mistake: the pooler has no tanh
+NSP_NO_TANH = [[-0.503299, -0.095753], [-0.503341, -0.098199]]
+# --- end of stored numbers ---
 MLM_MISTAKES = {
     "this matches calling chapter 05's layer(x, mask), whose feed-forward uses ReLU: run the layer's parts "
-    "yourself with gelu between ffn.linear1 and ffn.linear2":
-        [[0.041997, -0.304765, 0.070801, 0.470889, 0.132363, -0.380584, -0.195503], [0.042518, -0.304418, 0.070343, 0.470459, 0.132744, -0.380086, -0.195793], [-0.02331, 0.050629, 0.200563, 0.13905, -0.057568, -0.083161, 0.048367], [0.023035, 0.089502, 0.161268, 0.093051, -0.026615, -0.031548, 0.026773], [0.055804, 0.115842, 0.133276, 0.061635, -0.004319, 0.003911, 0.010908], [0.009045, 0.077907, 0.173154, 0.106802, -0.036008, -0.047003, 0.033363]],
+    "yourself with gelu between ffn.linear1 and ffn.linear2": MLM_RELU,
     "this is the Pre-LN order x + sublayer(norm(x)); BERT is Post-LN: x = norm1(x + attention), x = norm2(x + ffn)":
-        [[0.573106, 0.105528, -0.385906, -0.022221, 0.499645, 0.179134, -0.461287], [0.57333, 0.105734, -0.386093, -0.022461, 0.499789, 0.1794, -0.461383], [0.395689, 0.310688, -0.171269, -0.188442, 0.254879, 0.300987, -0.194413], [0.400662, 0.30653, -0.176996, -0.185323, 0.261171, 0.299008, -0.201065], [0.439189, 0.324857, -0.2122, -0.210034, 0.291894, 0.32929, -0.226296], [0.394635, 0.305109, -0.171227, -0.182856, 0.25585, 0.295577, -0.196365]],
-    "mlm_bias is missing: logits = transformed @ embeddings.token.weight.T + mlm_bias":
-        [[-0.007491, -0.373951, -0.060326, 0.362999, 0.12615, -0.340136, -0.187833], [-0.006933, -0.373571, -0.060815, 0.36253, 0.126555, -0.339595, -0.188139], [-0.094556, -0.029073, 0.089286, 0.045275, -0.081072, -0.059964, 0.0702], [-0.053663, 0.004626, 0.054505, 0.005269, -0.053545, -0.014966, 0.050833], [-0.023298, 0.028243, 0.028424, -0.023077, -0.032604, 0.017178, 0.035722], [-0.06604, -0.005408, 0.065062, 0.017218, -0.061936, -0.028436, 0.056781]],
-    "the MLM transform is missing: logits come from mlm_norm(gelu(mlm_transform(h))), not from h":
-        [[0.77395, 0.72967, -0.47356, -0.662243, 0.47124, 0.814021, -0.317747], [0.774529, 0.729601, -0.474151, -0.662282, 0.471824, 0.814165, -0.318305], [-0.627323, -0.171418, 0.764311, 0.46332, -0.562511, -0.499008, 0.477901], [-0.69737, -0.278768, 0.814889, 0.579838, -0.59196, -0.620871, 0.485252], [-0.683051, -0.335926, 0.790203, 0.632516, -0.557723, -0.667345, 0.442586], [-0.681567, -0.245911, 0.805045, 0.545197, -0.588397, -0.585583, 0.488088]],
-    "segment_ids do not reach the embeddings: call self.embeddings(input_ids, segment_ids)":
-        [[0.087494, -0.274189, 0.030849, 0.433068, 0.165457, -0.336762, -0.22065], [0.088051, -0.273811, 0.030361, 0.432601, 0.16586, -0.336222, -0.220955], [-0.000149, 0.070185, 0.180949, 0.115937, -0.042145, -0.057251, 0.037642], [0.041176, 0.104255, 0.145803, 0.075493, -0.014333, -0.011763, 0.01808], [0.033821, 0.098312, 0.15208, 0.082575, -0.019326, -0.01975, 0.021624], [0.001749, 0.071778, 0.179339, 0.114052, -0.040878, -0.055136, 0.036759]],
+        MLM_PRE_LN,
+    "mlm_bias is missing: logits = transformed @ embeddings.token.weight.T + mlm_bias": MLM_NO_BIAS,
+    "the MLM transform is missing: logits come from mlm_norm(gelu(mlm_transform(h))), not from h": MLM_NO_TRANSFORM,
+    "segment_ids do not reach the embeddings: call self.embeddings(input_ids, segment_ids)": MLM_NO_SEGMENTS,
 }
 NSP_MISTAKES = {
-    "the NSP head should read the [CLS] position h[:, 0], not the mean over positions":
-        [[-0.065172, 0.123502], [-0.243721, 0.021927]],
-    "the pooler is dense + tanh: nsp_head(torch.tanh(pooler(h[:, 0])))":
-        [[-0.503299, -0.095753], [-0.503341, -0.098199]],
+    "the NSP head should read the [CLS] position h[:, 0], not the mean over positions": NSP_MEAN,
+    "the pooler is dense + tanh: nsp_head(torch.tanh(pooler(h[:, 0])))": NSP_NO_TANH,
 }
 BERT_DROPOUTS = {
     "embeddings.dropout": "BertEmbeddings drops its output",
@@ -259,6 +328,7 @@ BERT_DROPOUTS = {
 }
 
 
+@public_check
 def check_BertForPretraining(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "TransformerEncoderLayer"),
                        "build the model from MultiHeadAttention and the chapter 05 pieces; the grader gives zero to "
@@ -297,7 +367,8 @@ def check_BertForPretraining(cls) -> None:
         hint = " (if your gelu or BertEmbeddings fail their checks, fix those first)"
         diagnose(mlm_logits[0], MLM_ROW0, {k + hint: v for k, v in MLM_MISTAKES.items()},
                  "mlm_logits of row 0 with fixed weights" + hint)
-        diagnose(nsp_logits, NSP, {k + hint: v for k, v in NSP_MISTAKES.items()}, "nsp_logits with fixed weights" + hint)
+        diagnose(nsp_logits, NSP, {k + hint: v for k, v in NSP_MISTAKES.items()},
+                 "nsp_logits with fixed weights" + hint)
         if not close(alone_nsp, nsp_logits[1:], atol=1e-5):
             fail("the NSP logits of the padded row differ from the row without its padding")
         hidden = model.encode(MODEL_IDS, MODEL_SEGMENTS, MODEL_MASK)
@@ -318,16 +389,31 @@ LOSS_MLM = torch.tensor([[[2.0, 0.0, -1.0], [0.5, 0.5, 0.0], [1.0, -1.0, 3.0]],
 LOSS_LABELS = torch.tensor([[0, -100, 2], [-100, -100, 1]])
 LOSS_NSP = torch.tensor([[1.0, -1.0], [0.5, 0.25]])
 LOSS_NSP_LABELS = torch.tensor([0, 1])
+# --- stored numbers: bert_pretraining_loss ---
+# (total, mlm, nsp)
 LOSS_OUT = (0.948007, 0.471573, 0.476434)
+# mistake: MLM loss over every position (the -100 labels clamped to 0)
+LOSS_EVERY_POSITION = (1.639092, 1.162658, 0.476434)
+# mistake: MLM loss summed over labelled positions but divided by B * T
+LOSS_OVER_B_T = (0.71222, 0.235787, 0.476434)
+# mistake: total is the average (mlm + nsp) / 2
+LOSS_AVERAGE = (0.474004, 0.471573, 0.476434)
+# mistake: binary cross-entropy on the second NSP logit
+LOSS_BINARY_NSP = (0.916174, 0.471573, 0.444601)
+# mistake: NSP labels flipped (1 - labels)
+LOSS_NSP_FLIPPED = (1.823007, 0.471573, 1.351434)
+# --- end of stored numbers ---
 LOSS_MISTAKES = {
     "the MLM loss counts every position; only positions whose label is not -100 count "
-    "(F.cross_entropy ignores -100 by default: do not replace the -100s)": (1.639092, 1.162658, 0.476434),
-    "the MLM loss is divided by B * T; it is the mean over the labelled positions only": (0.71222, 0.235787, 0.476434),
-    "total is the SUM mlm + nsp, not their average": (0.474004, 0.471573, 0.476434),
-    "NSP has two classes: use cross-entropy over the 2 logits, not a binary loss on one of them": (0.916174, 0.471573, 0.444601),
+    "(F.cross_entropy ignores -100 by default: do not replace the -100s)": LOSS_EVERY_POSITION,
+    "the MLM loss is divided by B * T; it is the mean over the labelled positions only": LOSS_OVER_B_T,
+    "total is the SUM mlm + nsp, not their average": LOSS_AVERAGE,
+    "NSP has two classes: use cross-entropy over the 2 logits, not a binary loss on one of them": LOSS_BINARY_NSP,
     "the NSP labels are the class indices as given (0 = b follows a, 1 = b is random); do not flip them":
-        (1.823007, 0.471573, 1.351434),
+        LOSS_NSP_FLIPPED,
 }
+
+@public_check
 def check_bert_pretraining_loss(fn) -> None:
     out = fn(LOSS_MLM, LOSS_LABELS, LOSS_NSP, LOSS_NSP_LABELS)
     if not isinstance(out, tuple) or len(out) != 3:

@@ -1,6 +1,7 @@
 """Public checks for chapter 06 (masks, the decoder, the full Transformer, decoding, label
-smoothing, Noam). The expected numbers were computed once from the fixed inputs below; so were
-the outputs that the usual mistakes produce, which is how a failing check names the mistake.
+smoothing, Noam). Between the `# --- stored numbers` lines are what the reference solution gives on
+the fixed inputs here, and what the usual mistakes give, which is how a failing check names the
+mistake; `python -m tests.snapshots --write` computes them again in the course repository.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from course.checks import (avoid_library_call, close, diagnose, expect_dropouts, expect_tensor, expect_value_error,
-                           fail, name_wave, passed)
+                           fail, name_wave, passed, public_check)
 
 
 def _bool(mask, what: str) -> None:
@@ -34,6 +35,7 @@ def _set_params(module: torch.nn.Module) -> None:
 
 # ---------------------------------------------------------------- causal_mask
 
+@public_check
 def check_causal_mask(fn) -> None:
     m = fn(4)
     expect_tensor(m, (4, 4), "causal_mask(4)")
@@ -59,6 +61,7 @@ def check_causal_mask(fn) -> None:
 
 # ---------------------------------------------------------------- padding_mask
 
+@public_check
 def check_padding_mask(fn) -> None:
     ids = torch.tensor([[5, 3, 0, 0], [7, 0, 0, 0]])
     m = fn(ids, 0)
@@ -90,32 +93,52 @@ DEC_MEMORY = torch.cos(torch.arange(16.0) * 0.5).reshape(1, 4, 4)  # S=4
 DEC_TGT_MASK = torch.ones(3, 3, dtype=torch.bool).tril()
 DEC_MEMORY_MASK = torch.tensor([True, True, True, False]).reshape(1, 1, 1, 4)  # the last source token is padding
 
-DEC_OUT = [[[-0.224145, 0.986572, 0.222747, -1.332861], [-0.875398, -0.869971, 0.537175, 1.130663],
+# --- stored numbers: DecoderLayer ---
+DEC_OUT = [[[-0.224145, 0.986572, 0.222747, -1.332861],
+            [-0.875398, -0.869971, 0.537175, 1.130663],
             [0.775797, 0.487349, -0.281693, -1.365057]]]
+# mistake: no residual connection around cross-attention
+DEC_NO_CROSS_RESIDUAL = [[[0.096654, 0.800116, 0.220833, -1.484474],
+                          [-0.211257, 0.851269, 0.412581, -1.399266],
+                          [0.197337, 0.743443, 0.196287, -1.508576]]]
+# mistake: Pre-LN order (norm before each sublayer) instead of the paper's Post-LN
+DEC_PRE_LN = [[[0.143675, 0.992054, 0.931742, 0.041513],
+               [-1.012608, -0.840642, 0.221521, 0.210173],
+               [0.881286, 0.410392, -0.220257, -1.344253]]]
+# mistake: norm2 and norm3 swapped
+DEC_NORMS_SWAPPED = [[[-0.098514, 1.449112, 0.502326, -1.627636],
+                      [-0.921168, -0.838857, 0.824152, 1.576593],
+                      [1.194152, 0.725507, -0.155735, -1.68283]]]
+# mistake: memory_mask never used
+DEC_NO_MEMORY_MASK = [[[-0.219239, 0.990469, 0.212589, -1.331887],
+                       [-0.840294, -0.89723, 0.507515, 1.153107],
+                       [0.824569, 0.448077, -0.320229, -1.335166]]]
+# mistake: tgt_mask never used
+DEC_NO_TGT_MASK = [[[-0.940293, 0.653422, 0.877551, -0.854319],
+                    [-0.753555, -0.94581, 0.397243, 1.227117],
+                    [0.775797, 0.487349, -0.281693, -1.365057]]]
+DEC_CROSS = [[[0.450707, 0.233706, 0.315587, 0.0],
+              [0.178834, 0.517353, 0.303813, 0.0],
+              [0.5365, 0.183924, 0.279576, 0.0]],
+             [[0.407343, 0.288001, 0.304656, 0.0],
+              [0.153417, 0.572668, 0.273915, 0.0],
+              [0.492407, 0.233212, 0.274381, 0.0]]]
+# --- end of stored numbers ---
 DEC_MISTAKES = {
     "the cross-attention sublayer has no residual connection: x = norm2(x + cross_attn(x, memory, memory, ...))":
-        [[[0.096654, 0.800116, 0.220833, -1.484474], [-0.211257, 0.851269, 0.412581, -1.399266],
-          [0.197337, 0.743443, 0.196287, -1.508576]]],
+        DEC_NO_CROSS_RESIDUAL,
     "this is the Pre-LN order (x + sublayer(norm(x))); the 2017 decoder is Post-LN: x = norm(x + sublayer(x))":
-        [[[0.143675, 0.992054, 0.931742, 0.041513], [-1.012608, -0.840642, 0.221521, 0.210173],
-          [0.881286, 0.410392, -0.220257, -1.344253]]],
+        DEC_PRE_LN,
     "norm2 and norm3 are swapped: norm1 follows self-attention, norm2 cross-attention, norm3 the feed-forward block":
-        [[[-0.098514, 1.449112, 0.502326, -1.627636], [-0.921168, -0.838857, 0.824152, 1.576593],
-          [1.194152, 0.725507, -0.155735, -1.68283]]],
+        DEC_NORMS_SWAPPED,
     "memory_mask is not used: pass it as the mask of the cross-attention, so no target position "
-    "attends to source padding":
-        [[[-0.219239, 0.990469, 0.212589, -1.331887], [-0.840294, -0.89723, 0.507515, 1.153107],
-          [0.824569, 0.448077, -0.320229, -1.335166]]],
+    "attends to source padding": DEC_NO_MEMORY_MASK,
     "tgt_mask is not used: pass it as the mask of the self-attention (otherwise a target position sees the future)":
-        [[[-0.940293, 0.653422, 0.877551, -0.854319], [-0.753555, -0.94581, 0.397243, 1.227117],
-          [0.775797, 0.487349, -0.281693, -1.365057]]],
+        DEC_NO_TGT_MASK,
 }
-DEC_CROSS = [[[0.450707, 0.233706, 0.315587, 0.0], [0.178834, 0.517353, 0.303813, 0.0],
-              [0.5365, 0.183924, 0.279576, 0.0]],
-             [[0.407343, 0.288001, 0.304656, 0.0], [0.153417, 0.572668, 0.273915, 0.0],
-              [0.492407, 0.233212, 0.274381, 0.0]]]
 
 
+@public_check
 def check_DecoderLayer(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "TransformerDecoderLayer",
                              "multi_head_attention_forward"),
@@ -161,20 +184,24 @@ def check_DecoderLayer(cls) -> None:
 
 TR_SRC = torch.tensor([[3, 4, 5, 0], [6, 5, 4, 3]])  # pad_id 0: row 0 has one padding token
 TR_TGT = torch.tensor([[1, 5, 4, 3], [1, 3, 4, 5]])
+# --- stored numbers: Transformer ---
 TR_ROW0 = [[0.071125, 0.502966, 0.020067, -0.499293, -0.110633, 0.479236, 0.197525],
            [0.010927, 0.729869, 0.121407, -0.707812, -0.249794, 0.662523, 0.369919],
            [-0.08437, 0.786465, 0.226968, -0.745278, -0.36215, 0.679617, 0.485375],
            [0.035813, -0.685841, -0.160164, 0.656755, 0.27929, -0.606118, -0.389188]]
+# mistake: embeddings looked up without the sqrt(d_model) scale
+TR_ROW0_UNSCALED = [[0.085535, 0.351802, -0.02175, -0.355723, -0.042773, 0.34797, 0.105865],
+                    [-0.001514, 0.719566, 0.131981, -0.695596, -0.258152, 0.648792, 0.375788],
+                    [-0.139972, 0.552327, 0.240121, -0.508779, -0.332405, 0.44851, 0.413727],
+                    [0.01592, -0.611464, -0.126785, 0.588433, 0.233519, -0.546095, -0.332533]]
+# --- end of stored numbers ---
 TR_MISTAKES = {
     "the embeddings are not scaled: use self.embedding (a TokenEmbedding, which multiplies by sqrt(d_model)) "
-    "for the source and the target, not the raw nn.Embedding inside it":
-        [[0.085535, 0.351802, -0.02175, -0.355723, -0.042773, 0.34797, 0.105865],
-         [-0.001514, 0.719566, 0.131981, -0.695596, -0.258152, 0.648792, 0.375788],
-         [-0.139972, 0.552327, 0.240121, -0.508779, -0.332405, 0.44851, 0.413727],
-         [0.01592, -0.611464, -0.126785, 0.588433, 0.233519, -0.546095, -0.332533]],
+    "for the source and the target, not the raw nn.Embedding inside it": TR_ROW0_UNSCALED,
 }
 
 
+@public_check
 def check_Transformer(cls) -> None:
     big = cls(400, 16, 2, 1, 24, max_len=8, pad_id=0)
     table = getattr(getattr(big, "embedding", None), "embedding", None)
@@ -182,7 +209,8 @@ def check_Transformer(cls) -> None:
         std = table.weight.std().item()
         if std > 0.8:
             fail(f"the shared table still has nn.Embedding's default N(0, 1) start (std {std:.2f}): it is also the "
-                 "output layer, so start it small, nn.init.normal_(self.embedding.embedding.weight, std=d_model ** -0.5); "
+                 "output layer, so start it small, nn.init.normal_(self.embedding.embedding.weight, "
+                 "std=d_model ** -0.5); "
                  "with the default start the training below stalls")
         if not 0.2 < std < 0.3:
             fail(f"with d_model=16 the table should start with standard deviation 1/sqrt(16) = 0.25, got {std:.3f}")
@@ -257,12 +285,16 @@ class _ChainModel(torch.nn.Module):
 
 # start 1, end 2: row 0 is 1 -> 4 -> 2 (then would go on to 6), row 1 is 1 -> 5 -> 3 -> 7 -> 2
 _CHAINS = [[0, 4, 6, 0, 2, 0, 0, 0], [0, 5, 4, 7, 0, 3, 0, 2]]
+_SOURCE = torch.tensor([[3, 4], [5, 6]])
+# --- stored numbers: greedy_decode ---
 _EXPECTED = [[1, 4, 2, 2, 2], [1, 5, 3, 7, 2]]
+# --- end of stored numbers ---
 
 
+@public_check
 def check_greedy_decode(fn) -> None:
     model = _ChainModel(_CHAINS).eval()
-    out = fn(model, torch.tensor([[3, 4], [5, 6]]), 10, 1, 2)
+    out = fn(model, _SOURCE, 10, 1, 2)
     if type(out) is not torch.Tensor or out.dim() != 2 or out.shape[0] != 2:
         fail(f"greedy_decode should return a (B, L) tensor of ids; got {type(out).__name__} "
              f"{tuple(out.shape) if type(out) is torch.Tensor else ''}")
@@ -294,18 +326,30 @@ def check_greedy_decode(fn) -> None:
 
 # ---------------------------------------------------------------- label smoothing
 
+SMOOTHING_TARGETS = torch.tensor([2, 0])
+# --- stored numbers: label_smoothing_distribution ---
+SMOOTHED = [[0.066667, 0.066667, 0.8, 0.066667], [0.8, 0.066667, 0.066667, 0.066667]]
+# mistake: smoothing / C on every class (torch's convention)
+SMOOTHED_OVER_C = [[0.05, 0.05, 0.85, 0.05], [0.85, 0.05, 0.05, 0.05]]
+# mistake: adds 1 - smoothing to the target instead of setting it
+SMOOTHED_TARGET_INCREASED = [[0.066667, 0.066667, 0.866667, 0.066667], [0.866667, 0.066667, 0.066667, 0.066667]]
+# mistake: target and the other classes swapped
+SMOOTHED_SWAPPED = [[0.8, 0.8, 0.066667, 0.8], [0.066667, 0.8, 0.8, 0.8]]
+# --- end of stored numbers ---
+
+
+@public_check
 def check_label_smoothing_distribution(fn) -> None:
-    out = fn(torch.tensor([2, 0]), 4, 0.2)
+    out = fn(SMOOTHING_TARGETS, 4, 0.2)
     expect_tensor(out, (2, 4), "label_smoothing_distribution([2, 0], 4, 0.2)")
-    o, t = 0.2 / 3, 0.8
-    diagnose(out, [[o, o, t, o], [t, o, o, o]], {
+    diagnose(out, SMOOTHED, {
         "you spread smoothing / C over every class (that is torch's label_smoothing convention); "
         "here the wrong classes share smoothing / (C - 1) and the target gets exactly 1 - smoothing":
-            [[0.05, 0.05, 0.85, 0.05], [0.85, 0.05, 0.05, 0.05]],
+            SMOOTHED_OVER_C,
         "the target entry should be SET to 1 - smoothing, not increased by it (rows must sum to 1)":
-            [[o, o, t + o, o], [t + o, o, o, o]],
+            SMOOTHED_TARGET_INCREASED,
         "the target class gets 1 - smoothing and the others smoothing / (C - 1); you swapped them":
-            [[t, t, o, t], [o, t, t, t]],
+            SMOOTHED_SWAPPED,
     }, "label_smoothing_distribution([2, 0], 4, 0.2)")
     if not close(fn(torch.tensor([1]), 3, 0.0), [[0.0, 1.0, 0.0]]):
         fail("smoothing = 0 should give the one-hot row")
@@ -317,19 +361,27 @@ def check_label_smoothing_distribution(fn) -> None:
 
 LOSS_LOGITS = torch.tensor([[2.0, 0.0, -1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
 LOSS_TARGETS = torch.tensor([0, -100, 2])  # the middle row is ignored
+# --- stored numbers: label_smoothed_loss ---
+SMOOTHED_LOSS = 0.245197
+# mistake: averages over the ignored rows too
+SMOOTHED_LOSS_ALL_ROWS = 0.163465
+# mistake: cross-entropy with the smoothed target (no entropy term), not the KL
+SMOOTHED_LOSS_NO_ENTROPY = 0.884229
+# --- end of stored numbers ---
 
 
+@public_check
 def check_label_smoothed_loss(fn) -> None:
     avoid_library_call(fn, ("cross_entropy", "kl_div", "CrossEntropyLoss", "KLDivLoss"),
                        "write the loss yourself from log_softmax and your label_smoothing_distribution "
                        "(the grader gives zero to a solution that calls F.cross_entropy or F.kl_div)")
     out = fn(LOSS_LOGITS, LOSS_TARGETS, 0.2)
     expect_tensor(out, (), "label_smoothed_loss(logits (3, 3), targets, 0.2)")
-    diagnose(out, 0.245197, {
+    diagnose(out, SMOOTHED_LOSS, {
         "you averaged over all N rows; the ignored rows count neither in the sum nor in the mean "
-        "(divide by the number of kept rows)": 0.163465,
+        "(divide by the number of kept rows)": SMOOTHED_LOSS_ALL_ROWS,
         "this is the cross-entropy -sum q log p; the KL divergence also has the + sum q log q term "
-        "(0 log 0 counts as 0: torch.xlogy(q, q) handles it)": 0.884229,
+        "(0 log 0 counts as 0: torch.xlogy(q, q) handles it)": SMOOTHED_LOSS_NO_ENTROPY,
     }, "label_smoothed_loss(logits, [0, -100, 2], 0.2)")
     plain = torch.nn.functional.cross_entropy(LOSS_LOGITS, torch.tensor([0, 1, 2]))
     if not close(fn(LOSS_LOGITS, torch.tensor([0, 1, 2]), 0.0), plain):
@@ -344,16 +396,24 @@ def check_label_smoothed_loss(fn) -> None:
 # ---------------------------------------------------------------- noam_learning_rate
 
 # noam_learning_rate(step, 512, 4000) at the steps the check looks at, and one step either side.
-NOAM_512_4000 = {1: 1.746928e-07, 2: 3.493856e-07, 3999: 6.985966e-04, 4000: 6.987712e-04, 4001: 6.986839e-04}
+NOAM_STEPS = (1, 2, 3999, 4000, 4001)
+# --- stored numbers: noam_learning_rate ---
+NOAM_512_4000 = {1: 1.746928e-07, 2: 3.493856e-07, 3999: 0.0006985966, 4000: 0.0006987712, 4001: 0.0006986839}
+# mistake: max instead of min of the two branches
+NOAM_MAX_STEP_1 = 0.04419417
+# mistake: warm-up branch step * warmup**-0.5 (wrong exponent)
+NOAM_WARMUP_EXPONENT_STEP_1 = 0.0006987712
+# --- end of stored numbers ---
 OFF_BY_ONE = ("steps count from 1: use `step` exactly as given (step 1 is the first step), "
               "without adding or subtracting one")
 
 
+@public_check
 def check_noam_learning_rate(fn) -> None:
     peak, first = float(fn(4000, 512, 4000)), float(fn(1, 512, 4000))
-    if math.isclose(first, 0.0441942, rel_tol=1e-4):
+    if math.isclose(first, NOAM_MAX_STEP_1, rel_tol=1e-4):
         fail("at step 1 the rate should be tiny (warm-up); you took the max of the two branches, take the min")
-    if math.isclose(first, 6.98771e-4, rel_tol=1e-4):
+    if math.isclose(first, NOAM_WARMUP_EXPONENT_STEP_1, rel_tol=1e-4):
         fail("the warm-up branch is step * warmup_steps**-1.5 (so the two branches meet at step = warmup_steps); "
              "you used the exponent -0.5")
     if not math.isclose(first, NOAM_512_4000[1], rel_tol=1e-5):

@@ -1,7 +1,8 @@
 """Public checks for chapter 09 (RMSNorm, RoPE, SwiGLU, grouped-query attention, the LLaMA block, the KV
-cache, sliding windows, mixture of experts). The expected numbers at the end of this file were computed
-once from the fixed inputs below; so were the outputs that the usual mistakes produce on the same
-inputs, which is how a failing check names the mistake. Weights are set by a fixed formula.
+cache, sliding windows, mixture of experts). The stored numbers at the end of this file are what the
+reference solution gives on the fixed inputs below, and what the usual mistakes give on the same inputs,
+which is how a failing check names the mistake; `python -m tests.snapshots --write` computes them again
+in the course repository. Weights are set by a fixed formula.
 """
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import math
 
 import torch
 
-from course.checks import avoid_library_call, close, diagnose, expect_tensor, expect_value_error, fail, passed
+from course.checks import (avoid_library_call, close, diagnose, expect_tensor, expect_value_error, fail, passed,
+                           public_check)
 from course.checks.decoder_masking import _set_params as set_params
 
 T = torch.tensor
@@ -19,6 +21,7 @@ T = torch.tensor
 NORM_X = T([[1.0, 2.0, 3.0, 4.0], [1e-3, -1e-3, 1e-3, -1e-3]])
 ROPE_X = T([[[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]]])  # (1, 1, 2, 4): positions 0 and 1
 ROPE_ANGLES = T([[0.0, 0.0, 0.0, 0.0], [0.5, 0.25, 0.5, 0.25], [1.0, 0.5, 1.0, 0.5]])  # rotate-half layout
+RMS_WEIGHT = T([1.0, 0.5, -1.0, 2.0])
 SEQ = torch.cos(0.7 * torch.arange(3 * 16, dtype=torch.float32) + 0.3).view(1, 3, 16)  # (1, T=3, D=16)
 MOE_X = torch.sin(0.9 * torch.arange(2 * 3 * 8, dtype=torch.float32) + 0.2).view(2, 3, 8)  # (B=2, T=3, D=8)
 LB_LOGITS = T([[2.0, 0.0, 0.0], [1.0, 0.5, 0.0], [0.0, 3.0, 1.0], [0.0, 0.0, 1.0], [0.5, 0.0, 2.0]])
@@ -46,6 +49,7 @@ def _expect_parameters(module, want: dict[str, tuple[int, ...]], what: str) -> N
 
 # ---------------------------------------------------------------- RMSNorm
 
+@public_check
 def check_RMSNorm(cls) -> None:
     avoid_library_call(cls, ("RMSNorm", "rms_norm"),
                        "write RMSNorm from x, its mean square and eps; the grader gives zero to a solution that "
@@ -55,7 +59,7 @@ def check_RMSNorm(cls) -> None:
     if not torch.equal(norm.weight.detach(), torch.ones(4)):
         fail("the weight should start as ones (like LayerNorm's)")
     with torch.no_grad():
-        norm.weight.copy_(T([1.0, 0.5, -1.0, 2.0]))
+        norm.weight.copy_(RMS_WEIGHT)
     diagnose(norm(NORM_X), RMS_OUT, {
         "you subtracted the mean: RMSNorm only divides by the root mean square, it does not centre x":
             RMS_CENTRED,
@@ -74,6 +78,7 @@ def check_RMSNorm(cls) -> None:
 
 # ---------------------------------------------------------------- rope_frequencies
 
+@public_check
 def check_rope_frequencies(fn) -> None:
     out = fn(4, 3, base=100.0)
     if not isinstance(out, tuple) or len(out) != 2:
@@ -81,17 +86,16 @@ def check_rope_frequencies(fn) -> None:
     cos, sin = out
     expect_tensor(cos, (3, 4), "cos from rope_frequencies(4, 3, base=100)")
     expect_tensor(sin, (3, 4), "sin")
-    diagnose(cos, torch.cos(ROPE_ANGLES_100), {
+    diagnose(cos, ROPE_COS_100, {
         "this is the interleaved layout (each angle twice in a row: pairs 2i, 2i+1). The course uses rotate "
         "half: dimension i pairs with i + Dh/2, so repeat the Dh/2 angles as [angles, angles] (torch.cat)":
-            torch.cos(ROPE_INTERLEAVED_100),
+            ROPE_COS_INTERLEAVED,
         "the exponent is per PAIR: frequency i is base**(-2i/Dh) for i = 0 .. Dh/2 - 1 (you used i/Dh)":
-            torch.cos(ROPE_PER_COLUMN_100),
-        "cos and sin are swapped: return (cos, sin)": torch.sin(ROPE_ANGLES_100),
-        "positions start at 0 (row 0 is the unrotated position): use arange(max_len)":
-            torch.cos(ROPE_ANGLES_100 + ROPE_ANGLES_100[1:2]),
+            ROPE_COS_PER_COLUMN,
+        "cos and sin are swapped: return (cos, sin)": ROPE_SIN_100,
+        "positions start at 0 (row 0 is the unrotated position): use arange(max_len)": ROPE_COS_FROM_1,
     }, "cos of rope_frequencies(4, 3, base=100)", atol=1e-5)
-    diagnose(sin, torch.sin(ROPE_ANGLES_100), {}, "sin of rope_frequencies(4, 3, base=100)", atol=1e-5)
+    diagnose(sin, ROPE_SIN_100, {}, "sin of rope_frequencies(4, 3, base=100)", atol=1e-5)
     if not close(fn(8, 2)[0][1, 1], math.cos(10000 ** -0.25), atol=1e-5):
         fail("with the default base 10000 and head_dim 8, cos[1, 1] should be cos(10000**(-2/8))")
     expect_value_error(fn, 5, 3, what="an odd head_dim")
@@ -100,6 +104,7 @@ def check_rope_frequencies(fn) -> None:
 
 # ---------------------------------------------------------------- apply_rope
 
+@public_check
 def check_apply_rope(fn) -> None:
     cos, sin = ROPE_ANGLES.cos(), ROPE_ANGLES.sin()
     x = ROPE_X.clone()
@@ -123,6 +128,7 @@ def check_apply_rope(fn) -> None:
 
 # ---------------------------------------------------------------- SwiGLUFeedForward
 
+@public_check
 def check_SwiGLUFeedForward(cls) -> None:
     ffn = cls(16, 6)
     _expect_parameters(ffn, {"w_gate.weight": (6, 16), "w_up.weight": (6, 16), "w_down.weight": (16, 6)},
@@ -139,6 +145,7 @@ def check_SwiGLUFeedForward(cls) -> None:
 
 # ---------------------------------------------------------------- repeat_kv
 
+@public_check
 def check_repeat_kv(fn) -> None:
     avoid_library_call(fn, ("repeat_interleave",),
                        "the grader gives zero to a repeat_kv that calls repeat_interleave: add an axis after the kv "
@@ -166,6 +173,7 @@ def _causal_probe(module, what: str) -> None:
              "pass causal_mask(T) to scaled_dot_product_attention")
 
 
+@public_check
 def check_GroupedQueryAttention(cls) -> None:
     avoid_library_call(cls, ("MultiheadAttention", "multi_head_attention_forward", "scaled_dot_product_attention"),
                        "build the attention from your pieces; the grader gives zero to a solution that calls "
@@ -199,6 +207,7 @@ def check_GroupedQueryAttention(cls) -> None:
 
 # ---------------------------------------------------------------- LlamaBlock
 
+@public_check
 def check_LlamaBlock(cls) -> None:
     avoid_library_call(cls, ("RMSNorm", "rms_norm", "scaled_dot_product_attention", "MultiheadAttention",
                              "multi_head_attention_forward"),
@@ -232,6 +241,7 @@ def check_LlamaBlock(cls) -> None:
 
 # ---------------------------------------------------------------- kv_cache_bytes
 
+@public_check
 def check_kv_cache_bytes(fn) -> None:
     out = fn(32, 32, 128, 4096, 1, 2)
     if out == 2 ** 30:
@@ -249,6 +259,7 @@ def check_kv_cache_bytes(fn) -> None:
 
 # ---------------------------------------------------------------- sliding_window_mask
 
+@public_check
 def check_sliding_window_mask(fn) -> None:
     m = fn(5, 2)
     expect_tensor(m, (5, 5), "sliding_window_mask(5, 2)")
@@ -276,6 +287,7 @@ def check_sliding_window_mask(fn) -> None:
 
 # ---------------------------------------------------------------- MoEFeedForward
 
+@public_check
 def check_MoEFeedForward(cls) -> None:
     moe = cls(8, 6, 4, 2)
     want = {"router.weight": (4, 8)}
@@ -316,6 +328,7 @@ def check_MoEFeedForward(cls) -> None:
 
 # ---------------------------------------------------------------- load_balancing_loss
 
+@public_check
 def check_load_balancing_loss(fn) -> None:
     logits = LB_LOGITS.clone().requires_grad_()
     out = fn(logits, 1)
@@ -337,38 +350,144 @@ def check_load_balancing_loss(fn) -> None:
     passed("load_balancing_loss")
 
 
-# --- generated numbers (python this_file's generator: see the chapter's maintainer notes) ---
-RMS_OUT = T([[0.365148, 0.365148, -1.095445, 2.921187], [0.707107, -0.353553, -0.707107, -1.414214]])
-RMS_CENTRED = T([[-1.34164, -0.223607, -0.447213, 2.683281], [0.707107, -0.353553, -0.707107, -1.414214]])
-RMS_EPS_OUTSIDE = T([[0.365148, 0.365148, -1.095445, 2.921186], [0.999001, -0.4995, -0.999001, -1.998002]])
-RMS_SUM = T([[0.182574, 0.182574, -0.547723, 1.460593], [0.447214, -0.223607, -0.447214, -0.894427]])
-RMS_NO_WEIGHT = T([[0.365148, 0.730297, 1.095445, 1.460593], [0.707107, -0.707107, 0.707107, -0.707107]])
-ROPE_ANGLES_100 = T([[0.0, 0.0, 0.0, 0.0], [1.0, 0.1, 1.0, 0.1], [2.0, 0.2, 2.0, 0.2]])
-ROPE_INTERLEAVED_100 = T([[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.1, 0.1], [2.0, 2.0, 0.2, 0.2]])
-ROPE_PER_COLUMN_100 = T([[0.0, 0.0, 0.0, 0.0], [1.0, 0.316228, 1.0, 0.316228], [2.0, 0.632456, 2.0, 0.632456]])
-APPLY_OUT = T([[[[1.0, 2.0, 3.0, 4.0], [1.031934, 3.834243, 8.540205, 9.235723]]]])
-APPLY_OFFSET = T([[[[-0.560694, 0.948209, 3.112173, 4.370458], [-3.188785, 1.430091, 7.989471, 9.897214]]]])
-APPLY_INTERLEAVED = T([[[[1.0, 2.0, 3.0, 4.0], [1.511359, 7.662623, 4.803155, 9.483128]]]])
-APPLY_WRONG_SIGN = T([[[[1.0, 2.0, 3.0, 4.0], [7.743892, 7.792706, 3.74595, 6.266876]]]])
-SWIGLU_OUT = T([[0.016695, 0.024793, -0.046672, 0.031638], [0.023204, 0.042811, -0.074966, 0.047831], [0.071596, 0.047505, -0.129035, 0.108511]])
-SWIGLU_UP = T([[0.017177, 0.026089, -0.048721, 0.03282], [0.023644, 0.042109, -0.074558, 0.04804], [0.070553, 0.045224, -0.125233, 0.106196]])
-SWIGLU_AFTER = T([[0.026523, 0.0267, -0.058806, 0.044403], [0.021195, 0.038853, -0.068172, 0.043574], [0.062543, 0.043796, -0.115497, 0.095852]])
-GQA_OUT = T([[-0.26203, -0.074218, 0.123276, 0.304688], [-0.062539, -0.058307, -0.046469, -0.028569], [0.039984, -0.038884, -0.112679, -0.171774]])
-GQA_TILED = T([[-0.067614, -0.049899, -0.025674, 0.0019], [4.6e-05, -0.000696, -0.001347, -0.001823], [0.008726, 0.004046, -0.001161, -0.006217]])
-GQA_ROPE_V = T([[-0.26203, -0.074218, 0.123276, 0.304688], [-0.026589, 0.000983, 0.028427, 0.052161], [0.053686, 0.053929, 0.047137, 0.034196]])
-GQA_ROPE_Q_ONLY = T([[-0.26203, -0.074218, 0.123276, 0.304688], [-0.066811, -0.063273, -0.05148, -0.032971], [0.032771, -0.055863, -0.13721, -0.200656]])
-GQA_NO_ROPE = T([[-0.26203, -0.074218, 0.123276, 0.304688], [-0.052888, -0.049678, -0.039987, -0.02508], [0.060749, -0.007061, -0.07395, -0.131192]])
-BLOCK_OUT = T([[1.227954, 0.714024, -0.055665, -0.791248], [0.388716, 0.852745, 0.935979, 0.470141], [-0.943368, -0.32966, 0.454107, 0.938677]])
-BLOCK_POST = T([[1.800445, 1.0612, -0.157543, -1.024215], [0.748426, 1.333375, 1.32726, 0.699968], [-1.415854, -0.423895, 0.759439, 1.37533]])
-BLOCK_PARALLEL = T([[1.432118, 0.329645, 0.397644, -1.182248], [0.406823, 0.849181, 0.923969, 0.494248], [-0.975903, -0.275231, 0.393539, 0.987848]])
-BLOCK_NO_FFN_RES = T([[0.005317, -0.005875, 0.004732, -0.002219], [-0.00675, -0.013339, 0.029566, -0.037234], [0.016141, -0.020181, 0.018378, -0.011254]])
-MOE_OUT = T([[[0.127909, -0.217328, 0.134863], [0.086904, -0.07527, 0.004104], [-0.02356, -0.019911, 0.047637]], [[0.090771, 0.015068, -0.10899], [0.010166, 0.118754, -0.153752], [-0.043484, 0.028892, 0.008551]]])
-MOE_LOGITS = T([[1.312117, -1.847193, 2.32172, -2.719705], [1.491916, -1.656233, 1.766328, -1.818031], [0.503099, -0.167948, -0.172625, 0.507704], [-0.879789, 1.451885, -1.976357, 2.435751], [-1.573543, 1.934463, -2.232016, 2.455882], [-1.034746, 0.901783, -0.739344, 0.552329]])
-MOE_NO_RENORM = T([[[0.125886, -0.21389, 0.132729], [0.084022, -0.072773, 0.003968], [-0.015615, -0.013197, 0.031572]], [[0.08768, 0.014555, -0.105278], [0.009997, 0.116776, -0.151191], [-0.036291, 0.024112, 0.007137]]])
-MOE_SOFTMAX_TWICE = T([[[0.076545, -0.195072, 0.159318], [0.082771, -0.073062, 0.005568], [-0.023637, -0.019845, 0.047634]], [[0.072451, 0.02285, -0.100079], [0.002841, 0.120769, -0.148864], [-0.040917, 0.02542, 0.010182]]])
-MOE_PER_BATCH = T([[[0.241245, -0.264579, 0.078654], [0.133916, -0.097545, -0.015976], [0.008661, -0.041454, 0.041461]], [[0.133034, -0.005636, -0.12622], [0.053716, 0.104182, -0.179683], [-0.010166, -0.006987, 0.018614]]])
-MOE_RAW_LOGITS = T([[[0.087757, -0.19993, 0.15398], [0.083849, -0.073638, 0.005186], [-0.023448, -0.020008, 0.047641]], [[0.075243, 0.021664, -0.101437], [0.002507, 0.120861, -0.148641], [-0.045197, 0.031209, 0.007463]]])
-LB_TOP1 = T(1.011713)
-LB_TOP2 = T(2.0054)
-LB_PROBS_ONLY = T(1.001718)
-LB_MEAN_LOGITS = T(2.22)
+# ---------------------------------------------------------------- the stored numbers
+# --- stored numbers: RMSNorm ---
+RMS_OUT = torch.tensor([[0.365148, 0.365148, -1.095445, 2.921187], [0.707107, -0.353553, -0.707107, -1.414214]])
+# mistake: subtracts the mean (that is LayerNorm without a bias)
+RMS_CENTRED = torch.tensor([[-1.34164, -0.223607, -0.447213, 2.683281], [0.707107, -0.353553, -0.707107, -1.414214]])
+# mistake: eps outside the square root
+RMS_EPS_OUTSIDE = torch.tensor([[0.365148, 0.365148, -1.095445, 2.921186], [0.999001, -0.4995, -0.999001, -1.998002]])
+# mistake: sum of squares instead of the mean
+RMS_SUM = torch.tensor([[0.182574, 0.182574, -0.547723, 1.460593], [0.447214, -0.223607, -0.447214, -0.894427]])
+# mistake: the weight never applied
+RMS_NO_WEIGHT = torch.tensor([[0.365148, 0.730297, 1.095445, 1.460593], [0.707107, -0.707107, 0.707107, -0.707107]])
+# --- end of stored numbers ---
+# --- stored numbers: rope_frequencies ---
+ROPE_COS_100 = torch.tensor([[1.0, 1.0, 1.0, 1.0],
+                             [0.540302, 0.995004, 0.540302, 0.995004],
+                             [-0.416147, 0.980067, -0.416147, 0.980067]])
+ROPE_SIN_100 = torch.tensor([[0.0, 0.0, 0.0, 0.0],
+                             [0.841471, 0.099833, 0.841471, 0.099833],
+                             [0.909297, 0.198669, 0.909297, 0.198669]])
+# mistake: interleaved layout: each frequency twice in a row (CS336's pairs 2i, 2i+1)
+ROPE_COS_INTERLEAVED = torch.tensor([[1.0, 1.0, 1.0, 1.0],
+                                     [0.540302, 0.540302, 0.995004, 0.995004],
+                                     [-0.416147, -0.416147, 0.980067, 0.980067]])
+# mistake: exponent i/d per column instead of 2i/d per pair
+ROPE_COS_PER_COLUMN = torch.tensor([[1.0, 1.0, 1.0, 1.0],
+                                    [0.540302, 0.950415, 0.540302, 0.950415],
+                                    [-0.416147, 0.806578, -0.416147, 0.806578]])
+# mistake: positions counted from 1
+ROPE_COS_FROM_1 = torch.tensor([[0.540302, 0.995004, 0.540302, 0.995004],
+                                [-0.416147, 0.980067, -0.416147, 0.980067],
+                                [-0.989992, 0.955337, -0.989992, 0.955337]])
+# --- end of stored numbers ---
+# --- stored numbers: apply_rope ---
+APPLY_OUT = torch.tensor([[[[1.0, 2.0, 3.0, 4.0], [1.031934, 3.834243, 8.540205, 9.235723]]]])
+APPLY_OFFSET = torch.tensor([[[[-0.560694, 0.948209, 3.112173, 4.370458], [-3.188785, 1.430091, 7.989471, 9.897214]]]])
+# mistake: rotates interleaved pairs (2i, 2i+1) instead of (i, i + Dh/2)
+APPLY_INTERLEAVED = torch.tensor([[[[1.0, 2.0, 3.0, 4.0], [1.511359, 7.662623, 4.803155, 9.483128]]]])
+# mistake: rotate-half with the sign on the wrong half (rotates the other way)
+APPLY_WRONG_SIGN = torch.tensor([[[[1.0, 2.0, 3.0, 4.0], [7.743892, 7.792706, 3.74595, 6.266876]]]])
+# --- end of stored numbers ---
+# --- stored numbers: SwiGLUFeedForward ---
+SWIGLU_OUT = torch.tensor([[0.016695, 0.024793, -0.046672, 0.031638],
+                           [0.023204, 0.042811, -0.074966, 0.047831],
+                           [0.071596, 0.047505, -0.129035, 0.108511]])
+# mistake: SiLU on the up branch instead of the gate
+SWIGLU_UP = torch.tensor([[0.017177, 0.026089, -0.048721, 0.03282],
+                          [0.023644, 0.042109, -0.074558, 0.04804],
+                          [0.070553, 0.045224, -0.125233, 0.106196]])
+# mistake: SiLU after the product
+SWIGLU_AFTER = torch.tensor([[0.026523, 0.0267, -0.058806, 0.044403],
+                             [0.021195, 0.038853, -0.068172, 0.043574],
+                             [0.062543, 0.043796, -0.115497, 0.095852]])
+# --- end of stored numbers ---
+# --- stored numbers: GroupedQueryAttention ---
+GQA_OUT = torch.tensor([[-0.26203, -0.074218, 0.123276, 0.304688],
+                        [-0.062539, -0.058307, -0.046469, -0.028569],
+                        [0.039984, -0.038884, -0.112679, -0.171774]])
+# mistake: kv heads tiled with .repeat (query head j uses kv head j % Hkv)
+GQA_TILED = torch.tensor([[-0.067614, -0.049899, -0.025674, 0.0019],
+                          [4.6e-05, -0.000696, -0.001347, -0.001823],
+                          [0.008726, 0.004046, -0.001161, -0.006217]])
+# mistake: RoPE applied to v as well
+GQA_ROPE_V = torch.tensor([[-0.26203, -0.074218, 0.123276, 0.304688],
+                           [-0.026589, 0.000983, 0.028427, 0.052161],
+                           [0.053686, 0.053929, 0.047137, 0.034196]])
+# mistake: RoPE on q only
+GQA_ROPE_Q_ONLY = torch.tensor([[-0.26203, -0.074218, 0.123276, 0.304688],
+                                [-0.066811, -0.063273, -0.05148, -0.032971],
+                                [0.032771, -0.055863, -0.13721, -0.200656]])
+# mistake: no RoPE: cos = 1 and sin = 0 everywhere
+GQA_NO_ROPE = torch.tensor([[-0.26203, -0.074218, 0.123276, 0.304688],
+                            [-0.052888, -0.049678, -0.039987, -0.02508],
+                            [0.060749, -0.007061, -0.07395, -0.131192]])
+# --- end of stored numbers ---
+# --- stored numbers: LlamaBlock ---
+BLOCK_OUT = torch.tensor([[1.227954, 0.714024, -0.055665, -0.791248],
+                          [0.388716, 0.852745, 0.935979, 0.470141],
+                          [-0.943368, -0.32966, 0.454107, 0.938677]])
+# mistake: Post-norm: normalises after each residual sum (the 2017 order)
+BLOCK_POST = torch.tensor([[1.800445, 1.0612, -0.157543, -1.024215],
+                           [0.748426, 1.333375, 1.32726, 0.699968],
+                           [-1.415854, -0.423895, 0.759439, 1.37533]])
+# mistake: parallel block: attention and feed-forward both read the same input
+BLOCK_PARALLEL = torch.tensor([[1.432118, 0.329645, 0.397644, -1.182248],
+                               [0.406823, 0.849181, 0.923969, 0.494248],
+                               [-0.975903, -0.275231, 0.393539, 0.987848]])
+# mistake: no residual around the feed-forward block
+BLOCK_NO_FFN_RES = torch.tensor([[0.005317, -0.005875, 0.004732, -0.002219],
+                                 [-0.00675, -0.013339, 0.029566, -0.037234],
+                                 [0.016141, -0.020181, 0.018378, -0.011254]])
+# --- end of stored numbers ---
+# --- stored numbers: MoEFeedForward ---
+MOE_OUT = torch.tensor([[[0.127909, -0.217328, 0.134863],
+                         [0.086904, -0.07527, 0.004104],
+                         [-0.02356, -0.019911, 0.047637]],
+                        [[0.090771, 0.015068, -0.10899],
+                         [0.010166, 0.118754, -0.153752],
+                         [-0.043484, 0.028892, 0.008551]]])
+MOE_LOGITS = torch.tensor([[1.312117, -1.847193, 2.32172, -2.719705],
+                           [1.491916, -1.656233, 1.766328, -1.818031],
+                           [0.503099, -0.167948, -0.172625, 0.507704],
+                           [-0.879789, 1.451885, -1.976357, 2.435751],
+                           [-1.573543, 1.934463, -2.232016, 2.455882],
+                           [-1.034746, 0.901783, -0.739344, 0.552329]])
+# mistake: no renormalisation: the kept probabilities do not sum to 1
+MOE_NO_RENORM = torch.tensor([[[0.125886, -0.21389, 0.132729],
+                               [0.084022, -0.072773, 0.003968],
+                               [-0.015615, -0.013197, 0.031572]],
+                              [[0.08768, 0.014555, -0.105278],
+                               [0.009997, 0.116776, -0.151191],
+                               [-0.036291, 0.024112, 0.007137]]])
+# mistake: softmax applied again to the kept probabilities instead of dividing by their sum
+MOE_SOFTMAX_TWICE = torch.tensor([[[0.076545, -0.195072, 0.159318],
+                                   [0.082771, -0.073062, 0.005568],
+                                   [-0.023637, -0.019845, 0.047634]],
+                                  [[0.072451, 0.02285, -0.100079],
+                                   [0.002841, 0.120769, -0.148864],
+                                   [-0.040917, 0.02542, 0.010182]]])
+# mistake: experts chosen once per batch (top-k of the mean probability), not per token
+MOE_PER_BATCH = torch.tensor([[[0.241245, -0.264579, 0.078654],
+                               [0.133916, -0.097545, -0.015976],
+                               [0.008661, -0.041454, 0.041461]],
+                              [[0.133034, -0.005636, -0.12622],
+                               [0.053716, 0.104182, -0.179683],
+                               [-0.010166, -0.006987, 0.018614]]])
+# mistake: routing weights from the raw logits (no softmax), renormalised
+MOE_RAW_LOGITS = torch.tensor([[[0.087757, -0.19993, 0.15398],
+                                [0.083849, -0.073638, 0.005186],
+                                [-0.023448, -0.020008, 0.047641]],
+                               [[0.075243, 0.021664, -0.101437],
+                                [0.002507, 0.120861, -0.148641],
+                                [-0.045197, 0.031209, 0.007463]]])
+# --- end of stored numbers ---
+# --- stored numbers: load_balancing_loss ---
+LB_TOP1 = torch.tensor(1.011713)
+LB_TOP2 = torch.tensor(2.0054)
+# mistake: f_e from the probabilities instead of the top-k counts
+LB_PROBS_ONLY = torch.tensor(1.001718)
+# mistake: P_e from the mean logits instead of the mean probabilities
+LB_MEAN_LOGITS = torch.tensor(2.22)
+# --- end of stored numbers ---

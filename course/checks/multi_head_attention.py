@@ -1,11 +1,12 @@
-"""Public checks for chapter 04. The expected numbers were computed once from the fixed inputs below."""
+"""Public checks for chapter 04. Between the `# --- stored numbers` lines are what the reference solution
+and known mistakes give on the fixed inputs here; `python -m tests.snapshots --write` computes them again."""
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor,
-                           expect_value_error, fail, passed)
+from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor, expect_value_error, fail,
+                           passed, public_check)
 
 
 def _call(fn, *args, what: str):
@@ -23,18 +24,23 @@ def _call(fn, *args, what: str):
 # ---------------------------------------------------------------- split_heads
 
 X_SPLIT = torch.arange(12.0).view(1, 2, 6)  # B=1, T=2, D=6: token 0 holds 0..5, token 1 holds 6..11
-SPLIT = [[[[0.0, 1.0], [6.0, 7.0]], [[2.0, 3.0], [8.0, 9.0]], [[4.0, 5.0], [10.0, 11.0]]]]  # H=3
+# --- stored numbers: split_heads ---
+SPLIT = [[[[0.0, 1.0], [6.0, 7.0]], [[2.0, 3.0], [8.0, 9.0]], [[4.0, 5.0], [10.0, 11.0]]]]
+# mistake: view straight to (B, H, T, Dh) without transpose (mixes tokens)
+SPLIT_NO_TRANSPOSE = [[[[0.0, 1.0], [2.0, 3.0]], [[4.0, 5.0], [6.0, 7.0]], [[8.0, 9.0], [10.0, 11.0]]]]
+# mistake: strided heads: head h gets features h, h+H, h+2H, ...
+SPLIT_STRIDED = [[[[0.0, 3.0], [6.0, 9.0]], [[1.0, 4.0], [7.0, 10.0]], [[2.0, 5.0], [8.0, 11.0]]]]
+# --- end of stored numbers ---
 SPLIT_WRONG = {
     "you reshaped straight to (B, H, T, Dh): that cuts the flat memory in the wrong places, so head 0 "
     "holds the whole of token 0 instead of features 0:2 of every token. View as (B, T, H, Dh) first, "
-    "then swap the T and H axes with .transpose(1, 2)":
-        [[[[0.0, 1.0], [2.0, 3.0]], [[4.0, 5.0], [6.0, 7.0]], [[8.0, 9.0], [10.0, 11.0]]]],
+    "then swap the T and H axes with .transpose(1, 2)": SPLIT_NO_TRANSPOSE,
     "your heads take every H-th feature (0, 3 / 1, 4 / ...); head h should hold the contiguous slice "
-    "h*Dh:(h+1)*Dh, i.e. view the last axis as (H, Dh), not (Dh, H)":
-        [[[[0.0, 3.0], [6.0, 9.0]], [[1.0, 4.0], [7.0, 10.0]], [[2.0, 5.0], [8.0, 11.0]]]],
+    "h*Dh:(h+1)*Dh, i.e. view the last axis as (H, Dh), not (Dh, H)": SPLIT_STRIDED,
 }
 
 
+@public_check
 def check_split_heads(split_heads) -> None:
     out = _call(split_heads, X_SPLIT, 3, what="split_heads(x, 3)")
     if type(out) is torch.Tensor and tuple(out.shape) == (1, 2, 3, 2):
@@ -51,17 +57,22 @@ def check_split_heads(split_heads) -> None:
 # ---------------------------------------------------------------- merge_heads
 
 X_MERGE = torch.arange(12.0).view(1, 3, 2, 2)  # B=1, H=3, T=2, Dh=2
+# --- stored numbers: merge_heads ---
 MERGE = [[[0.0, 1.0, 4.0, 5.0, 8.0, 9.0], [2.0, 3.0, 6.0, 7.0, 10.0, 11.0]]]
+# mistake: reshape without transposing back (mixes tokens and heads)
+MERGE_NO_TRANSPOSE = [[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0, 11.0]]]
+# mistake: permutes in the wrong order: features interleaved across heads
+MERGE_INTERLEAVED = [[[0.0, 4.0, 8.0, 1.0, 5.0, 9.0], [2.0, 6.0, 10.0, 3.0, 7.0, 11.0]]]
+# --- end of stored numbers ---
 MERGE_WRONG = {
     "you reshaped (B, H, T, Dh) straight to (B, T, H*Dh): token 0 now holds all of head 0 (both tokens). "
-    "Swap the H and T axes back with .transpose(1, 2) first, then reshape":
-        [[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0, 11.0]]],
+    "Swap the H and T axes back with .transpose(1, 2) first, then reshape": MERGE_NO_TRANSPOSE,
     "the heads are interleaved feature by feature; each head's Dh features should sit side by side "
-    "(order the axes (B, T, H, Dh) before flattening the last two, e.g. .transpose(1, 2))":
-        [[[0.0, 4.0, 8.0, 1.0, 5.0, 9.0], [2.0, 6.0, 10.0, 3.0, 7.0, 11.0]]],
+    "(order the axes (B, T, H, Dh) before flattening the last two, e.g. .transpose(1, 2))": MERGE_INTERLEAVED,
 }
 
 
+@public_check
 def check_merge_heads(merge_heads) -> None:
     out = _call(merge_heads, X_MERGE, what="merge_heads(x)")
     expect_tensor(out, (1, 2, 6), "merge_heads(x (1, 3, 2, 2))")
@@ -85,40 +96,63 @@ Q2 = torch.tensor([[[1.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 1.0]]])  # (1, 2, 4): 
 V3 = torch.tensor([[[0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]]])  # values != keys
 
 # D = 4, H = 2, so Dh = 2: weights (1, 2, 3, 3), one 3x3 map per head.
+CAUSAL = torch.ones(3, 3, dtype=torch.bool).tril()
+# --- stored numbers: MultiHeadAttention ---
 MHA_W = [[[[0.197776, 0.401112, 0.401112], [0.283995, 0.140029, 0.575975], [0.163579, 0.163579, 0.672842]],
           [[0.401112, 0.401112, 0.197776], [0.619985, 0.305695, 0.07432], [0.197776, 0.401112, 0.401112]]]]
-MHA_OUT = [[[2.197776, 2.0, 0.197776, 0.802224], [2.510266, 1.564054, 0.07432, 1.361627],
+MHA_OUT = [[[2.197776, 2.0, 0.197776, 0.802224],
+            [2.510266, 1.564054, 0.07432, 1.361627],
             [2.910375, 1.490737, 0.401112, 1.108151]]]
-MHA_W_WRONG = {
-    "you divided the scores by sqrt(d_model); each head's scores are dot products of size Dh = D/H, "
-    "so divide by sqrt(Dh)":
-        [[[[0.232697, 0.383652, 0.383652], [0.307196, 0.186324, 0.50648], [0.211942, 0.211942, 0.576117]],
-          [[0.383652, 0.383652, 0.232697], [0.546549, 0.331499, 0.121952], [0.232697, 0.383652, 0.383652]]]],
-    "your weights sum to 1 over the queries (dim=-2); each query's weights should sum to 1 over the keys":
-        [[[[0.197776, 0.401112, 0.140029], [0.401112, 0.197776, 0.283995], [0.401112, 0.401112, 0.575975]],
-          [[0.333333, 0.283995, 0.186694], [0.333333, 0.140029, 0.045388], [0.333333, 0.575975, 0.767918]]]],
-    "the keys (and values) were made with W_q: queries, keys and values each have their own "
-    "projection, W_q, W_k and W_v":
-        [[[[0.401112, 0.197776, 0.401112], [0.197776, 0.401112, 0.401112], [0.248255, 0.248255, 0.50349]],
-          [[0.333333, 0.333333, 0.333333], [0.283995, 0.575975, 0.140029], [0.283995, 0.140029, 0.575975]]]],
-    "your heads mix tokens: the projected (B, T, D) tensors were viewed straight as (B, H, T, Dh); "
-    "use split_heads (view as (B, T, H, Dh), then transpose)":
-        [[[[0.197776, 0.401112, 0.401112], [0.197776, 0.401112, 0.401112], [0.50349, 0.248255, 0.248255]],
-          [[0.575975, 0.283995, 0.140029], [0.248255, 0.50349, 0.248255], [0.248255, 0.50349, 0.248255]]]],
-}
-MHA_OUT_WRONG = {
-    "the weights are right but the output is not: you forgot the output projection W_o after merging the heads":
-        [[[1.0, 2.0, 0.197776, 1.197776], [1.435946, 1.564054, 0.07432, 1.07432],
-          [1.509263, 1.490737, 0.401112, 1.401112]]],
-}
+# mistake: scales by sqrt(D) instead of sqrt(Dh)
+MHA_W_BY_SQRT_D = [[[[0.232697, 0.383652, 0.383652], [0.307196, 0.186324, 0.50648], [0.211942, 0.211942, 0.576117]],
+                    [[0.383652, 0.383652, 0.232697], [0.546549, 0.331499, 0.121952], [0.232697, 0.383652, 0.383652]]]]
+# mistake: softmax over the queries (dim=-2)
+MHA_W_OVER_QUERIES = [[[[0.197776, 0.401112, 0.140029], [0.401112, 0.197776, 0.283995], [0.401112, 0.401112, 0.575975]],
+                       [[0.333333, 0.283995, 0.186694],
+                        [0.333333, 0.140029, 0.045388],
+                        [0.333333, 0.575975, 0.767918]]]]
+# mistake: one shared projection (W_q) for queries, keys and values
+MHA_W_ONE_PROJECTION = [[[[0.401112, 0.197776, 0.401112],
+                          [0.197776, 0.401112, 0.401112],
+                          [0.248255, 0.248255, 0.50349]],
+                         [[0.333333, 0.333333, 0.333333],
+                          [0.283995, 0.575975, 0.140029],
+                          [0.283995, 0.140029, 0.575975]]]]
+# mistake: splits q, k, v with view to (B, H, T, Dh), no transpose
+MHA_W_HEADS_MIX_TOKENS = [[[[0.197776, 0.401112, 0.401112],
+                            [0.197776, 0.401112, 0.401112],
+                            [0.50349, 0.248255, 0.248255]],
+                           [[0.575975, 0.283995, 0.140029],
+                            [0.248255, 0.50349, 0.248255],
+                            [0.248255, 0.50349, 0.248255]]]]
+# mistake: forgets W_o
+MHA_OUT_NO_W_O = [[[1.0, 2.0, 0.197776, 1.197776],
+                   [1.435946, 1.564054, 0.07432, 1.07432],
+                   [1.509263, 1.490737, 0.401112, 1.401112]]]
 MASK_W = [[[[1.0, 0.0, 0.0], [0.669762, 0.330238, 0.0], [0.163579, 0.163579, 0.672842]],
            [[1.0, 0.0, 0.0], [0.669762, 0.330238, 0.0], [0.197776, 0.401112, 0.401112]]]]
 CROSS_W = [[[[0.197776, 0.401112, 0.401112], [0.186694, 0.045388, 0.767918]],
             [[0.197776, 0.401112, 0.401112], [0.619985, 0.305695, 0.07432]]]]
 CROSS_OUT = [[[1.598888, 1.0, 0.598888, 0.401112], [1.92568, 1.72253, 0.694305, 0.305695]]]
+# mistake: the key is used as the value
+CROSS_OUT_KEY_AS_VALUE = [[[2.401112, 2.0, 0.401112, 0.598888], [2.796849, 1.27747, 0.07432, 1.64821]]]
+# --- end of stored numbers ---
+MHA_W_WRONG = {
+    "you divided the scores by sqrt(d_model); each head's scores are dot products of size Dh = D/H, "
+    "so divide by sqrt(Dh)": MHA_W_BY_SQRT_D,
+    "your weights sum to 1 over the queries (dim=-2); each query's weights should sum to 1 over the keys":
+        MHA_W_OVER_QUERIES,
+    "the keys (and values) were made with W_q: queries, keys and values each have their own "
+    "projection, W_q, W_k and W_v": MHA_W_ONE_PROJECTION,
+    "your heads mix tokens: the projected (B, T, D) tensors were viewed straight as (B, H, T, Dh); "
+    "use split_heads (view as (B, T, H, Dh), then transpose)": MHA_W_HEADS_MIX_TOKENS,
+}
+MHA_OUT_WRONG = {
+    "the weights are right but the output is not: you forgot the output projection W_o after merging the heads":
+        MHA_OUT_NO_W_O,
+}
 CROSS_OUT_WRONG = {
-    "the values were computed from the key input: v = W_v(value), k = W_k(key)":
-        [[[2.401112, 2.0, 0.401112, 0.598888], [2.796849, 1.27747, 0.07432, 1.64821]]],
+    "the values were computed from the key input: v = W_v(value), k = W_k(key)": CROSS_OUT_KEY_AS_VALUE,
 }
 
 
@@ -144,6 +178,7 @@ def _load(cls, **kwargs):
     return module
 
 
+@public_check
 def check_MultiHeadAttention(cls) -> None:
     avoid_library_call(cls, ("MultiheadAttention", "multi_head_attention_forward", "scaled_dot_product_attention"),
                        "your MultiHeadAttention calls a library attention (nn.MultiheadAttention or "
@@ -166,7 +201,7 @@ def check_MultiHeadAttention(cls) -> None:
     expect_tensor(out, (1, 3, 4), "the output (B, T, D)")
     diagnose(out, MHA_OUT, MHA_OUT_WRONG, what="the output")
 
-    causal = torch.ones(3, 3, dtype=torch.bool).tril()
+    causal = CAUSAL
     with torch.no_grad():
         _, weights = expect_pair(module(X, X, X, causal), "MultiHeadAttention.forward(x, x, x, mask)")
     expect_tensor(weights, (1, 2, 3, 3), "the masked weights")
@@ -207,6 +242,7 @@ def check_MultiHeadAttention(cls) -> None:
 
 # ---------------------------------------------------------------- mha_parameter_count
 
+@public_check
 def check_mha_parameter_count(count) -> None:
     avoid_library_call(count, ("parameters", "named_parameters"),
                        "count the parameters by hand: building a module and calling .parameters() scores zero")

@@ -1,7 +1,8 @@
 """Public checks for chapter 03 (positional encoding).
 
-The expected numbers below were computed once from the fixed inputs used here; so were the
-outputs of the usual mistakes, which is how a failing check can name the mistake.
+Between the `# --- stored numbers` lines are what the reference solution gives on the fixed inputs
+here, and what the usual mistakes give on the same inputs, which is how a failing check can name the
+mistake; `python -m tests.snapshots --write` computes them again in the course repository.
 """
 from __future__ import annotations
 
@@ -10,82 +11,100 @@ import math
 import torch
 import torch.nn as nn
 
-from course.checks import close, diagnose, expect_tensor, expect_value_error, fail, passed
+from course.checks import close, diagnose, expect_tensor, expect_value_error, fail, passed, public_check
 
-# sinusoidal_positional_encoding(3, 6)
-TABLE_3x6 = [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
+TABLE_SHAPE = (3, 6)  # sinusoidal_positional_encoding(3, 6)
+# --- stored numbers: sinusoidal_positional_encoding ---
+TABLE_3x6 = [[0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
              [0.841471, 0.540302, 0.046399, 0.998923, 0.002154, 0.999998],
              [0.909297, -0.416147, 0.092698, 0.995694, 0.004309, 0.999991]]
+# mistake: sin and cos swapped
+TABLE_SWAPPED = [[1.0, 0.0, 1.0, 0.0, 1.0, 0.0],
+                 [0.540302, 0.841471, 0.998923, 0.046399, 0.999998, 0.002154],
+                 [-0.416147, 0.909297, 0.995694, 0.092698, 0.999991, 0.004309]]
+# mistake: sin half then cos half (concatenated, not interleaved)
+TABLE_CONCATENATED = [[0.0, 0.0, 0.0, 1.0, 1.0, 1.0],
+                      [0.841471, 0.046399, 0.002154, 0.540302, 0.998923, 0.999998],
+                      [0.909297, 0.092698, 0.004309, -0.416147, 0.995694, 0.999991]]
+# mistake: exponent 2j/d with j the column index (seed bug)
+TABLE_COLUMN_EXPONENT = [[0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+                         [0.841471, 0.998923, 0.002154, 1.0, 5e-06, 1.0],
+                         [0.909297, 0.995694, 0.004309, 1.0, 9e-06, 1.0]]
+# mistake: exponent j/d per column (cos column gets its own frequency)
+TABLE_J_OVER_D = [[0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+                  [0.841471, 0.976882, 0.046399, 0.99995, 0.002154, 1.0],
+                  [0.909297, 0.908596, 0.092698, 0.9998, 0.004309, 1.0]]
+# mistake: pair index i without the factor 2: 10000**(i/d)
+TABLE_NO_FACTOR_2 = [[0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+                     [0.841471, 0.540302, 0.213781, 0.976882, 0.046399, 0.998923],
+                     [0.909297, -0.416147, 0.417677, 0.908596, 0.092698, 0.995694]]
+# mistake: positions start at 1
+TABLE_FROM_1 = [[0.841471, 0.540302, 0.046399, 0.998923, 0.002154, 0.999998],
+                [0.909297, -0.416147, 0.092698, 0.995694, 0.004309, 0.999991],
+                [0.14112, -0.989992, 0.138798, 0.990321, 0.006463, 0.999979]]
+# mistake: base 1000 instead of 10000
+TABLE_BASE_1000 = [[0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+                   [0.841471, 0.540302, 0.099833, 0.995004, 0.01, 0.99995],
+                   [0.909297, -0.416147, 0.198669, 0.980067, 0.019999, 0.9998]]
+# mistake: positions divided by max_len
+TABLE_OVER_MAX_LEN = [[0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+                      [0.327195, 0.944957, 0.015471, 0.99988, 0.000718, 1.0],
+                      [0.61837, 0.785887, 0.030939, 0.999521, 0.001436, 0.999999]]
+# --- end of stored numbers ---
 
 TABLE_MISTAKES = {
     "sin and cos are swapped: the even columns 2i hold sin and the odd columns 2i+1 hold cos "
-    "(row 0 must be [0, 1, 0, 1, ...])":
-        [[1.000000, 0.000000, 1.000000, 0.000000, 1.000000, 0.000000],
-         [0.540302, 0.841471, 0.998923, 0.046399, 0.999998, 0.002154],
-         [-0.416147, 0.909297, 0.995694, 0.092698, 0.999991, 0.004309]],
+    "(row 0 must be [0, 1, 0, 1, ...])": TABLE_SWAPPED,
     "the sin columns come first and the cos columns after (concatenated); interleave them: "
-    "column 2i is the sin and column 2i+1 the cos of the same angle (P[:, 0::2], P[:, 1::2])":
-        [[0.000000, 0.000000, 0.000000, 1.000000, 1.000000, 1.000000],
-         [0.841471, 0.046399, 0.002154, 0.540302, 0.998923, 0.999998],
-         [0.909297, 0.092698, 0.004309, -0.416147, 0.995694, 0.999991]],
+    "column 2i is the sin and column 2i+1 the cos of the same angle (P[:, 0::2], P[:, 1::2])": TABLE_CONCATENATED,
     "each cos column has a different frequency from the sin column beside it: you computed the "
     "exponent 2j/d from the column index j; it is 2i/d with i the PAIR index, shared by columns 2i and 2i+1":
-        [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
-         [0.841471, 0.998923, 0.002154, 1.000000, 0.000005, 1.000000],
-         [0.909297, 0.995694, 0.004309, 1.000000, 0.000009, 1.000000]],
+        TABLE_COLUMN_EXPONENT,
     "each cos column has a different frequency from the sin column beside it: you used the exponent "
-    "j/d per column j; columns 2i and 2i+1 share the exponent 2i/d":
-        [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
-         [0.841471, 0.976882, 0.046399, 0.999950, 0.002154, 1.000000],
-         [0.909297, 0.908596, 0.092698, 0.999800, 0.004309, 1.000000]],
+    "j/d per column j; columns 2i and 2i+1 share the exponent 2i/d": TABLE_J_OVER_D,
     "the exponent is 2i/d with i the pair index: you used i/d and forgot the factor 2, so the "
-    "frequencies fall off too slowly":
-        [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
-         [0.841471, 0.540302, 0.213781, 0.976882, 0.046399, 0.998923],
-         [0.909297, -0.416147, 0.417677, 0.908596, 0.092698, 0.995694]],
-    "positions start at 0, not 1: row 0 must be [0, 1, 0, 1, ...] (sin 0 = 0, cos 0 = 1)":
-        [[0.841471, 0.540302, 0.046399, 0.998923, 0.002154, 0.999998],
-         [0.909297, -0.416147, 0.092698, 0.995694, 0.004309, 0.999991],
-         [0.141120, -0.989992, 0.138798, 0.990321, 0.006463, 0.999979]],
-    "the base is 10000, not 1000":
-        [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
-         [0.841471, 0.540302, 0.099833, 0.995004, 0.010000, 0.999950],
-         [0.909297, -0.416147, 0.198669, 0.980067, 0.019999, 0.999800]],
-    "use the raw position p, not p / max_len: a row must not change when the table gets longer":
-        [[0.000000, 1.000000, 0.000000, 1.000000, 0.000000, 1.000000],
-         [0.327195, 0.944957, 0.015471, 0.999880, 0.000718, 1.000000],
-         [0.618370, 0.785887, 0.030939, 0.999521, 0.001436, 0.999999]],
+    "frequencies fall off too slowly": TABLE_NO_FACTOR_2,
+    "positions start at 0, not 1: row 0 must be [0, 1, 0, 1, ...] (sin 0 = 0, cos 0 = 1)": TABLE_FROM_1,
+    "the base is 10000, not 1000": TABLE_BASE_1000,
+    "use the raw position p, not p / max_len: a row must not change when the table gets longer": TABLE_OVER_MAX_LEN,
 }
 
-# relative_position_matrix(1, 4)
-ROTATION_1x4 = [[0.540302, 0.841471, 0.000000, 0.000000],
-                [-0.841471, 0.540302, 0.000000, 0.000000],
-                [0.000000, 0.000000, 0.999950, 0.010000],
-                [0.000000, 0.000000, -0.010000, 0.999950]]
+ROTATION_ARGS = (1, 4)  # relative_position_matrix(1, 4)
+# --- stored numbers: relative_position_matrix ---
+ROTATION_1x4 = [[0.540302, 0.841471, 0.0, 0.0],
+                [-0.841471, 0.540302, 0.0, 0.0],
+                [0.0, 0.0, 0.99995, 0.01],
+                [0.0, 0.0, -0.01, 0.99995]]
+# mistake: transposed blocks (rotates by -offset)
+ROTATION_TRANSPOSED = [[0.540302, -0.841471, 0.0, 0.0],
+                       [0.841471, 0.540302, 0.0, 0.0],
+                       [0.0, 0.0, 0.99995, -0.01],
+                       [0.0, 0.0, 0.01, 0.99995]]
+# mistake: wrong frequency per block (10000**(i/d))
+ROTATION_I_OVER_D = [[0.540302, 0.841471, 0.0, 0.0],
+                     [-0.841471, 0.540302, 0.0, 0.0],
+                     [0.0, 0.0, 0.995004, 0.099833],
+                     [0.0, 0.0, -0.099833, 0.995004]]
+# mistake: angle = offset in every block (frequency forgotten)
+ROTATION_SAME_ANGLE = [[0.540302, 0.841471, 0.0, 0.0],
+                       [-0.841471, 0.540302, 0.0, 0.0],
+                       [0.0, 0.0, 0.540302, 0.841471],
+                       [0.0, 0.0, -0.841471, 0.540302]]
+# mistake: sin and cos swapped in the block
+ROTATION_SWAPPED = [[0.841471, 0.540302, 0.0, 0.0],
+                    [0.540302, -0.841471, 0.0, 0.0],
+                    [0.0, 0.0, 0.01, 0.99995],
+                    [0.0, 0.0, 0.99995, -0.01]]
+# --- end of stored numbers ---
 
 ROTATION_MISTAKES = {
     "your blocks are transposed: [[cos a, -sin a], [sin a, cos a]] moves the table BACK by the offset. "
-    "Write sin(p + k) and cos(p + k) with the angle-addition formulas and read the matrix off":
-        [[0.540302, -0.841471, 0.000000, 0.000000],
-         [0.841471, 0.540302, 0.000000, 0.000000],
-         [0.000000, 0.000000, 0.999950, -0.010000],
-         [0.000000, 0.000000, 0.010000, 0.999950]],
+    "Write sin(p + k) and cos(p + k) with the angle-addition formulas and read the matrix off": ROTATION_TRANSPOSED,
     "block i must turn by offset * 10000**(-2i/d), the frequency of pair i; you used 10000**(-i/d)":
-        [[0.540302, 0.841471, 0.000000, 0.000000],
-         [-0.841471, 0.540302, 0.000000, 0.000000],
-         [0.000000, 0.000000, 0.995004, 0.099833],
-         [0.000000, 0.000000, -0.099833, 0.995004]],
+        ROTATION_I_OVER_D,
     "every block turns by the same angle: block i must turn by offset times the frequency of pair i, "
-    "10000**(-2i/d)":
-        [[0.540302, 0.841471, 0.000000, 0.000000],
-         [-0.841471, 0.540302, 0.000000, 0.000000],
-         [0.000000, 0.000000, 0.540302, 0.841471],
-         [0.000000, 0.000000, -0.841471, 0.540302]],
-    "sin and cos are swapped inside the blocks: the diagonal of each block holds cos a":
-        [[0.841471, 0.540302, 0.000000, 0.000000],
-         [0.540302, -0.841471, 0.000000, 0.000000],
-         [0.000000, 0.000000, 0.010000, 0.999950],
-         [0.000000, 0.000000, 0.999950, -0.010000]],
+    "10000**(-2i/d)": ROTATION_SAME_ANGLE,
+    "sin and cos are swapped inside the blocks: the diagonal of each block holds cos a": ROTATION_SWAPPED,
 }
 
 
@@ -94,8 +113,9 @@ def _float32(x, what: str) -> None:
         fail(f"{what} should be float32, got {x.dtype} (build it with float32 tensors)")
 
 
+@public_check
 def check_sinusoidal_positional_encoding(fn) -> None:
-    P = fn(3, 6)
+    P = fn(*TABLE_SHAPE)
     expect_tensor(P, (3, 6), "sinusoidal_positional_encoding(3, 6)")
     _float32(P, "the table")
     diagnose(P, TABLE_3x6, TABLE_MISTAKES, "sinusoidal_positional_encoding(3, 6)")
@@ -108,8 +128,9 @@ def check_sinusoidal_positional_encoding(fn) -> None:
     passed("sinusoidal_positional_encoding")
 
 
+@public_check
 def check_relative_position_matrix(fn) -> None:
-    M = fn(1, 4)
+    M = fn(*ROTATION_ARGS)
     expect_tensor(M, (4, 4), "relative_position_matrix(1, 4)")
     _float32(M, "the matrix")
     off_blocks = M.detach().clone()
@@ -126,6 +147,7 @@ def check_relative_position_matrix(fn) -> None:
     passed("relative_position_matrix")
 
 
+@public_check
 def check_PositionalEncoding(cls) -> None:
     m = cls(6, max_len=10)
     if isinstance(getattr(m, "pe", None), nn.Parameter) or any(True for _ in m.parameters()):
@@ -161,6 +183,7 @@ def check_PositionalEncoding(cls) -> None:
     passed("PositionalEncoding")
 
 
+@public_check
 def check_TokenEmbedding(cls) -> None:
     m = cls(5, 16)
     if not isinstance(getattr(m, "embedding", None), nn.Embedding):
@@ -184,6 +207,24 @@ def check_TokenEmbedding(cls) -> None:
     fail(f"with d_model = 16 the looked-up rows should be scaled by 4; yours are scaled by {ratio:.4g}")
 
 
+LEARNED_TABLE = torch.arange(20.0).reshape(5, 4)
+LEARNED_X = torch.full((2, 3, 4), 100.0)
+# --- stored numbers: LearnedPositionalEmbedding ---
+LEARNED = [[[100.0, 101.0, 102.0, 103.0], [104.0, 105.0, 106.0, 107.0], [108.0, 109.0, 110.0, 111.0]],
+           [[100.0, 101.0, 102.0, 103.0], [104.0, 105.0, 106.0, 107.0], [108.0, 109.0, 110.0, 111.0]]]
+# mistake: returns E[:T] without adding x
+LEARNED_NO_X = [[[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0]],
+                [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0]]]
+# mistake: rows E[1..T] of a table of max_len rows (the catalogue's positions-from-1 keeps max_len + 1 rows)
+LEARNED_FROM_1 = [[[104.0, 105.0, 106.0, 107.0], [108.0, 109.0, 110.0, 111.0], [112.0, 113.0, 114.0, 115.0]],
+                  [[104.0, 105.0, 106.0, 107.0], [108.0, 109.0, 110.0, 111.0], [112.0, 113.0, 114.0, 115.0]]]
+# mistake: returns x without the position rows
+LEARNED_JUST_X = [[[100.0, 100.0, 100.0, 100.0], [100.0, 100.0, 100.0, 100.0], [100.0, 100.0, 100.0, 100.0]],
+                  [[100.0, 100.0, 100.0, 100.0], [100.0, 100.0, 100.0, 100.0], [100.0, 100.0, 100.0, 100.0]]]
+# --- end of stored numbers ---
+
+
+@public_check
 def check_LearnedPositionalEmbedding(cls) -> None:
     m = cls(5, 4)
     params = dict(m.named_parameters())
@@ -195,15 +236,11 @@ def check_LearnedPositionalEmbedding(cls) -> None:
     if not params["embedding.weight"].requires_grad:
         fail("the position table is learned: embedding.weight must be trainable (requires_grad=True)")
     with torch.no_grad():
-        m.embedding.weight.copy_(torch.arange(20.0).reshape(5, 4))
-    x = torch.full((2, 3, 4), 100.0)
-    rows = [[100.0, 101.0, 102.0, 103.0], [104.0, 105.0, 106.0, 107.0], [108.0, 109.0, 110.0, 111.0]]
-    diagnose(m(x), [rows, rows], {
-        "you returned the position rows without adding x":
-            [[[r - 100.0 for r in row] for row in rows]] * 2,
-        "positions start at 0: add rows E[0], ..., E[T-1]":
-            [[[r + 4.0 for r in row] for row in rows]] * 2,
-        "the output is just x: add the position rows E[:T]": [[[100.0] * 4] * 3] * 2,
+        m.embedding.weight.copy_(LEARNED_TABLE)
+    diagnose(m(LEARNED_X), LEARNED, {
+        "you returned the position rows without adding x": LEARNED_NO_X,
+        "positions start at 0: add rows E[0], ..., E[T-1]": LEARNED_FROM_1,
+        "the output is just x: add the position rows E[:T]": LEARNED_JUST_X,
     }, "forward(x) with x = 100 everywhere and E = arange(20).reshape(5, 4)")
     expect_value_error(m, torch.zeros(1, 6, 4), what="a sequence longer than max_len")
     passed("LearnedPositionalEmbedding")

@@ -5,20 +5,28 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor,
-                           expect_value_error, fail, passed)
+from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor, expect_value_error, fail,
+                           passed, public_check)
 
 
 # ---------------------------------------------------------------- softmax
 
 A = torch.tensor([[1.0, 2.0, 3.0], [2.0, 0.0, -1.0]])
-A_ROWS = [[0.090031, 0.244728, 0.665241], [0.843795, 0.114195, 0.042010]]  # softmax along dim=-1
-A_COLS = [[0.268941, 0.880797, 0.982014], [0.731059, 0.119203, 0.017986]]  # softmax along dim=0
-A_WHOLE = [[0.069789, 0.189707, 0.515677], [0.189707, 0.025674, 0.009445]]  # exp / sum of everything
+# --- stored numbers: softmax ---
+# softmax along dim=-1
+A_ROWS = [[0.090031, 0.244728, 0.665241], [0.843795, 0.114195, 0.04201]]
+# softmax along dim=0
+A_COLS = [[0.268941, 0.880797, 0.982014], [0.731059, 0.119203, 0.017986]]
+# exp / sum of everything
+A_WHOLE = [[0.069789, 0.189707, 0.515677], [0.189707, 0.025674, 0.009445]]
+# --- end of stored numbers ---
 
 
+@public_check
 def check_softmax(softmax) -> None:
-    avoid_library_call(softmax, ("softmax", "log_softmax"), "your code calls a library softmax: write it yourself (the grader gives zero to a solution that calls one)")
+    avoid_library_call(softmax, ("softmax", "log_softmax"),
+                       "your code calls a library softmax: write it yourself (the grader gives zero to a solution "
+                       "that calls one)")
     x = A.clone()
     out = softmax(x)
     if not torch.equal(x, A):
@@ -59,33 +67,45 @@ K = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 1.0], [2.0, 0.0, 1.0, 0.
 V = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # Dv = 2
 MASK = torch.tensor([[True, True, False], [False, True, True]])
 
+# --- stored numbers: scaled_dot_product_attention ---
 W_OK = [[0.211942, 0.211942, 0.576117], [0.331499, 0.546549, 0.121952]]
 OUT_OK = [[0.788058, 0.788058], [0.453451, 0.668501]]
-W_WRONG = {
-    "you forgot to divide the scores by sqrt(d_k)":
-        [[0.106507, 0.106507, 0.786986], [0.259496, 0.705385, 0.035119]],
-    "you divided the scores by d_k; divide by sqrt(d_k)":
-        [[0.274069, 0.274069, 0.451863], [0.345954, 0.444214, 0.209832]],
-    "you divided by sqrt(d_v) (the size of v); the scale uses d_k, the size of q and k":
-        [[0.163579, 0.163579, 0.672842], [0.305695, 0.619985, 0.074320]],
-    "your weights sum to 1 over the queries (dim=-2), not over the keys (dim=-1)":
-        [[0.377541, 0.268941, 0.817574], [0.622459, 0.731059, 0.182426]],
-}
+# mistake: no scale
+W_NO_SCALE = [[0.106507, 0.106507, 0.786986], [0.259496, 0.705385, 0.035119]]
+# mistake: scales by d_k instead of sqrt(d_k)
+W_BY_DK = [[0.274069, 0.274069, 0.451863], [0.345954, 0.444214, 0.209832]]
+# mistake: scales by sqrt(d_v)
+W_BY_DV = [[0.163579, 0.163579, 0.672842], [0.305695, 0.619985, 0.07432]]
+# mistake: softmax over the queries (dim=-2)
+W_OVER_QUERIES = [[0.377541, 0.268941, 0.817574], [0.622459, 0.731059, 0.182426]]
 W_MASK = [[0.5, 0.5, 0.0], [0.0, 0.817574, 0.182426]]
 OUT_MASK = [[0.5, 0.5], [0.182426, 1.0]]
+# mistake: mask polarity reversed (True = blocked)
+W_MASK_REVERSED = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+# mistake: mask applied after the softmax (not renormalised)
+W_MASK_AFTER_SOFTMAX = [[0.211942, 0.211942, 0.0], [0.0, 0.546549, 0.121952]]
+# mistake: masked scores set to 0 instead of -inf
+W_MASK_ZERO = [[0.383652, 0.383652, 0.232697], [0.154281, 0.691438, 0.154281]]
+# --- end of stored numbers ---
+W_WRONG = {
+    "you forgot to divide the scores by sqrt(d_k)": W_NO_SCALE,
+    "you divided the scores by d_k; divide by sqrt(d_k)": W_BY_DK,
+    "you divided by sqrt(d_v) (the size of v); the scale uses d_k, the size of q and k": W_BY_DV,
+    "your weights sum to 1 over the queries (dim=-2), not over the keys (dim=-1)": W_OVER_QUERIES,
+}
 W_MASK_WRONG = {
-    "the mask is reversed: True means 'may attend', so fill the scores where the mask is False":
-        [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]],
+    "the mask is reversed: True means 'may attend', so fill the scores where the mask is False": W_MASK_REVERSED,
     "you applied the mask after the softmax, so the remaining weights no longer sum to 1; "
-    "fill the masked scores with -inf before the softmax":
-        [[0.211942, 0.211942, 0.0], [0.0, 0.546549, 0.121952]],
-    "masked scores were set to 0, which still gets weight exp(0); fill them with -inf":
-        [[0.383652, 0.383652, 0.232697], [0.154281, 0.691438, 0.154281]],
+    "fill the masked scores with -inf before the softmax": W_MASK_AFTER_SOFTMAX,
+    "masked scores were set to 0, which still gets weight exp(0); fill them with -inf": W_MASK_ZERO,
 }
 
 
+@public_check
 def check_scaled_dot_product_attention(attention) -> None:
-    avoid_library_call(attention, ("scaled_dot_product_attention",), "your code calls F.scaled_dot_product_attention: write it yourself (the grader gives zero to a solution that calls it)")
+    avoid_library_call(attention, ("scaled_dot_product_attention",),
+                       "your code calls F.scaled_dot_product_attention: write it yourself (the grader gives zero to "
+                       "a solution that calls it)")
     out, weights = expect_pair(attention(Q, K, V), "scaled_dot_product_attention(q, k, v)")
     if type(weights) is torch.Tensor and tuple(weights.shape) == (3, 2):
         fail("weights have shape (S, T) = (3, 2); they should be (T, S): one row per query, one column per key")
@@ -122,17 +142,22 @@ X = torch.tensor([[[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 1.0, 0
 WQ = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
 WK = torch.tensor([[0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
 WV = torch.tensor([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 2.0]])
+# --- stored numbers: SelfAttention ---
 SA_W = [[[0.264458, 0.471083, 0.264458], [0.390414, 0.219172, 0.390414], [0.264458, 0.264458, 0.471083]]]
 SA_OUT = [[[0.793375, 2.206625], [1.171242, 1.828758], [1.206625, 1.793375]]]
+# mistake: uses W_q for the keys
+SA_W_KEYS_FROM_WQ = [[[0.390414, 0.219172, 0.390414], [0.219172, 0.390414, 0.390414], [0.264458, 0.264458, 0.471083]]]
+# mistake: keys and queries swapped (weights over queries)
+SA_W_SWAPPED = [[[0.219172, 0.390414, 0.390414], [0.390414, 0.219172, 0.390414], [0.167943, 0.29916, 0.532897]]]
+# mistake: returns the weights transposed
+SA_W_TRANSPOSED = [[[0.264458, 0.390414, 0.264458], [0.471083, 0.219172, 0.264458], [0.264458, 0.390414, 0.471083]]]
+SA_W_CAUSAL = [[[1.0, 0.0, 0.0], [0.640457, 0.359543, 0.0], [0.264458, 0.264458, 0.471083]]]
+# --- end of stored numbers ---
 SA_W_WRONG = {
-    "the keys were computed with W_q: use W_k for the keys":
-        [[[0.390414, 0.219172, 0.390414], [0.219172, 0.390414, 0.390414], [0.264458, 0.264458, 0.471083]]],
-    "queries and keys are swapped: q = W_q(x), k = W_k(x)":
-        [[[0.219172, 0.390414, 0.390414], [0.390414, 0.219172, 0.390414], [0.167943, 0.299160, 0.532897]]],
-    "the weights are transposed: return them as (B, T_query, T_key), each row summing to 1":
-        [[[0.264458, 0.390414, 0.264458], [0.471083, 0.219172, 0.264458], [0.264458, 0.390414, 0.471083]]],
+    "the keys were computed with W_q: use W_k for the keys": SA_W_KEYS_FROM_WQ,
+    "queries and keys are swapped: q = W_q(x), k = W_k(x)": SA_W_SWAPPED,
+    "the weights are transposed: return them as (B, T_query, T_key), each row summing to 1": SA_W_TRANSPOSED,
 }
-SA_W_CAUSAL = [[[1.0, 0.0, 0.0], [0.640457, 0.359542, 0.0], [0.264458, 0.264458, 0.471083]]]
 
 
 def _linear(module, name, out_features, in_features, bias):
@@ -142,9 +167,11 @@ def _linear(module, name, out_features, in_features, bias):
     if (layer.in_features, layer.out_features) != (in_features, out_features):
         fail(f"self.{name} maps {layer.in_features} -> {layer.out_features}; expected {in_features} -> {out_features}")
     if (layer.bias is not None) != bias:
-        fail(f"self.{name} should {'have' if bias else 'not have'} a bias when bias={bias}: pass bias=bias to nn.Linear")
+        fail(f"self.{name} should {'have' if bias else 'not have'} a bias when bias={bias}: "
+             "pass bias=bias to nn.Linear")
 
 
+@public_check
 def check_SelfAttention(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward"),
                        "your SelfAttention calls a library attention: use your own scaled_dot_product_attention")

@@ -4,19 +4,16 @@
 Each chapter module stores a few expected values (computed once from fixed inputs) and the
 outputs that known mistakes produce on the same inputs.
 
-Every `check_<name>` function of every chapter module is wrapped when the module is imported
-(`_WrapChecks` below), so a check run on an exercise that still raises NotImplementedError
-says "not implemented yet: write `<name>` above" instead of ending in a bare traceback.
+Every `check_<name>` function of a chapter module carries the decorator `@public_check`, so a
+check run on an exercise that still raises NotImplementedError says "not implemented yet: write
+`<name>` above" instead of ending in a bare traceback.
 """
 from __future__ import annotations
 
 import ast
 import functools
-import importlib.abc
-import importlib.machinery
 import inspect
 import math
-import sys
 import textwrap
 import zlib
 from typing import Any
@@ -52,8 +49,13 @@ def _unwritten_part(err: BaseException) -> str | None:
     return f"{type(owner).__name__}.{frame.f_code.co_name}" if owner is not None else frame.f_code.co_name
 
 
-def public_check(check, name: str):
-    """Wrap `check` so that an unwritten exercise gets a one-line message that names it."""
+def public_check(check):
+    """Decorator for a chapter's `check_<name>` function (the name of the exercise it checks follows
+    `check_`): run on an exercise that still raises NotImplementedError, the check says so in one line
+    that names the exercise; anything else it does is unchanged."""
+    name = check.__name__.removeprefix("check_")
+    if name == check.__name__:
+        raise ValueError(f"@public_check goes on a function named check_<exercise>, not {check.__name__}")
 
     @functools.wraps(check)
     def run(*args, **kwargs):
@@ -67,33 +69,8 @@ def public_check(check, name: str):
             raise NotWrittenYet(f"not implemented yet: write `{name}` above{where}, run its cell, "
                                 "then run this check again") from None
 
+    run.exercise = name
     return run
-
-
-class _WrapChecks(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports the chapter modules `course.checks.<chapter>` and wraps their check_* functions."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname.rpartition(".")[0] != __name__:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return None
-        spec.loader_state, spec.loader = spec.loader, self
-        return spec
-
-    def create_module(self, spec):
-        return spec.loader_state.create_module(spec)
-
-    def exec_module(self, module):
-        module.__spec__.loader_state.exec_module(module)
-        for attr, value in list(vars(module).items()):
-            if attr.startswith("check_") and inspect.isfunction(value) and value.__module__ == module.__name__:
-                setattr(module, attr, public_check(value, attr.removeprefix("check_")))
-
-
-if not any(isinstance(finder, _WrapChecks) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _WrapChecks())
 
 
 def name_wave(name: str, shape: tuple[int, ...]) -> torch.Tensor:
