@@ -26,8 +26,8 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import grader.grading as grading  # noqa: E402
-from grader import samples  # noqa: E402
+import grader.classroom.grading as grading  # noqa: E402
+from grader.authoring import samples  # noqa: E402
 from grader.chapters import find_chapter  # noqa: E402
 
 NOTEBOOKS = 10_000 * 9
@@ -72,7 +72,7 @@ def main() -> int:
     parser.add_argument("--at", type=int, default=64, help="workers (one core each) assumed for the projection")
     args = parser.parse_args()
     from distributed import LocalCluster
-    from grader.sandbox import start_fork_server
+    from grader.boundary.confine import start_fork_server
 
     chapter = find_chapter(args.chapter)
     start_fork_server()

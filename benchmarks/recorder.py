@@ -1,11 +1,11 @@
-"""What recording forbidden routines costs (grader.forbid: a TorchDispatchMode and a TorchFunctionMode
+"""What recording forbidden routines costs (grader.boundary.forbid: a TorchDispatchMode and a TorchFunctionMode
 around the learner's code while its checks run), printed (not asserted).
 
     .venv/bin/python benchmarks/recorder.py            # every chapter
     .venv/bin/python benchmarks/recorder.py 07 08      # some chapters
 
 Each chapter's reference answers are judged as a graded notebook is (the checks here, the learner's
-code in a forked child: grader.remote.evaluate_in_child), with the recorder on and with the Python-name
+code in a forked child: grader.boundary.proxy.evaluate_in_child), with the recorder on and with the Python-name
 recording only (the recorder before issue 29); the best of `--repeat` runs of each, in CPU seconds
 of the children (where the recorder runs).
 """
@@ -15,10 +15,10 @@ import argparse
 import contextlib
 import os
 
-from grader import forbid, runner
+from grader.boundary import forbid, runner
 from grader.chapters import CHAPTERS, find_chapter
-from grader.remote import evaluate_in_child
-from grader.runner import exercises
+from grader.boundary.proxy import evaluate_in_child
+from grader.boundary.runner import exercises
 from tests.helpers import reference_namespace
 
 
@@ -39,7 +39,7 @@ def judge_chapter(chapter) -> float:
 
 
 def best(chapter, repeat: int, recorder) -> float:
-    saved, runner.recording = runner.recording, recorder  # the child serves with grader.runner.recording
+    saved, runner.recording = runner.recording, recorder  # the child serves with grader.boundary.runner.recording
     try:
         return min(judge_chapter(chapter) for _ in range(repeat))
     finally:

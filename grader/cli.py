@@ -37,7 +37,7 @@ def cmd_release(args) -> int:
 
 def cmd_grade(args) -> int:
     start_fork_server()  # it imports torch while this process imports nbgrader
-    from grader.grading import format_table, grade_paths
+    from grader.classroom.grading import format_table, grade_paths
 
     try:
         results = grade_paths(args.paths, timeout=args.timeout, jobs=args.jobs, limits=_limits(args),
@@ -49,11 +49,11 @@ def cmd_grade(args) -> int:
 
 
 def cmd_autograde(args) -> int:
-    from grader.term import load_term
+    from grader.classroom.term import load_term
 
     term = load_term(args.course_dir, args.term, args.submitted_at)  # a bad term file stops before grading
     start_fork_server()
-    from grader.grading import autograde_class
+    from grader.classroom.grading import autograde_class
 
     try:
         summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
@@ -67,13 +67,13 @@ def cmd_autograde(args) -> int:
 
 
 def cmd_regrade(args) -> int:
-    from grader.regrade import format_changes, regrade, undo
+    from grader.classroom.regrade import format_changes, regrade, undo
 
     chapter = find_chapter(args.chapter)
     if args.undo:
         print(format_changes(undo(args.course_dir, chapter, db_url=args.db), chapter))
         return 0
-    from grader.term import load_term
+    from grader.classroom.term import load_term
 
     term = load_term(args.course_dir, args.term)
     start_fork_server()
@@ -88,7 +88,7 @@ def cmd_regrade(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from grader.report import write_report
+    from grader.classroom.report import write_report
 
     print(f"wrote {write_report(args.course_dir, find_chapter(args.chapter), args.output, db_url=args.db)}")
     return 0
@@ -97,7 +97,7 @@ def cmd_report(args) -> int:
 def cmd_export(args) -> int:
     from pathlib import Path
 
-    from grader import export
+    from grader.classroom import export
     from grader.coursedir import database_of
 
     db_url = args.db or database_of(args.course_dir)
@@ -110,13 +110,13 @@ def cmd_export(args) -> int:
 
 
 def _limits(args):
-    from grader.sandbox import Limits
+    from grader.boundary.confine import Limits
 
     return Limits(memory_mb=args.memory_mb, cpu_seconds=args.cpu_seconds, submission_seconds=args.submission_timeout)
 
 
 def _sandbox_options(p) -> None:
-    from grader.sandbox import Limits  # no torch: a few ctypes and os calls
+    from grader.boundary.confine import Limits  # no torch: a few ctypes and os calls
 
     p.add_argument("--timeout", type=int, default=120, help="seconds per cell")
     p.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="memory one submission may use")
@@ -128,25 +128,25 @@ def _sandbox_options(p) -> None:
 
 
 def cmd_demo(args) -> int:
-    from grader.demo import run_demo
+    from grader.authoring.demo import run_demo
 
     return run_demo(args.course_dir, chapters=_chapters(args.chapters))
 
 
 def start_fork_server() -> None:
-    from grader.sandbox import start_fork_server as start
+    from grader.boundary.confine import start_fork_server as start
 
     start()
 
 
 def stop_fork_server() -> None:
-    from grader.sandbox import stop_fork_server as stop
+    from grader.boundary.confine import stop_fork_server as stop
 
     stop()
 
 
 def build_mod():
-    from grader import build
+    from grader.authoring import build
 
     return build
 

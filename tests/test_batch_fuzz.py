@@ -19,11 +19,11 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples
+from grader.authoring import samples
 from grader.chapters import find_chapter
-from grader.grading import SAVED_BYTES, Submission, autograde_class, stage
-from grader.sandbox import Limits
-from grader.submissions import grade_ids, read_learner_notebook, repair
+from grader.classroom.grading import SAVED_BYTES, Submission, autograde_class, stage
+from grader.boundary.confine import Limits
+from grader.classroom.submissions import grade_ids, read_learner_notebook, repair
 
 CHAPTER = find_chapter("02")
 SEED = 29
@@ -245,7 +245,7 @@ def test_an_lms_download_is_read_file_by_file(tmp_path, release):
     file whose name gives no readable time is one unmatched file, not a stopped run."""
     import zipfile
 
-    from grader import lms
+    from grader.classroom import lms
 
     download = tmp_path / "download.zip"
     with zipfile.ZipFile(download, "w", zipfile.ZIP_DEFLATED) as archive:

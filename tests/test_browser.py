@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import websocket
 
-from grader.bundle import image_links
+from grader.authoring.bundle import image_links
 from grader.chapters import CHAPTERS, REPO
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")

@@ -9,10 +9,10 @@ from dataclasses import asdict
 from types import SimpleNamespace
 
 from grader.chapters import CHAPTERS
-from grader.cluster import failure_reason, verdict_from_json
+from grader.classroom.cluster import failure_reason, verdict_from_json
 from grader.coursedir import CourseDir
-from grader.gradebook import shared
-from grader.judge import Verdict
+from grader.classroom.locks import shared
+from grader.boundary.pool import Verdict
 
 
 def _set_up_repeatedly(root: str, times: int, errors) -> None:
@@ -58,7 +58,7 @@ def test_a_unit_that_killed_its_workers_is_recorded_with_the_reason():
 
 def test_a_second_run_on_one_sqlite_gradebook_waits_and_says_so(tmp_path):
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
-    waiter = [sys.executable, "-c", f"from grader.gradebook import shared\nwith shared({url!r}): print('in')"]
+    waiter = [sys.executable, "-c", f"from grader.classroom.locks import shared\nwith shared({url!r}): print('in')"]
     with shared(url):
         proc = subprocess.Popen(waiter, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         said = proc.stderr.readline()  # printed before it blocks

@@ -14,12 +14,12 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-import grader.cluster
-from grader import samples
+import grader.classroom.cluster
+from grader.authoring import samples
 from grader.chapters import find_chapter
-from grader.demo import write_class
-from grader.grading import autograde_class
-from grader.runner import exercises
+from grader.authoring.demo import write_class
+from grader.classroom.grading import autograde_class
+from grader.boundary.runner import exercises
 from tests.adversarial.cases import CASES, Paths
 
 pytestmark = pytest.mark.integration
@@ -103,8 +103,8 @@ def test_a_mixed_class_scores_exactly_as_on_the_local_pool(cluster, tmp_path):
     assert by_student["mallory"] == case.expected and by_student["eve"] == 0
     # The same table and notes (the course directories' own paths aside).
     assert local.replace("local-course", "COURSE").splitlines()[1:] == remote.replace("dask-course", "COURSE").splitlines()[1:]
-    # Both workers judged units, each with its own grading pool (grader.cluster's per-process pool).
-    assert all(cluster.client.run(lambda: bool(grader.cluster._POOLS)).values())
+    # Both workers judged units, each with its own grading pool (grader.classroom.cluster's per-process pool).
+    assert all(cluster.client.run(lambda: bool(grader.classroom.cluster._POOLS)).values())
 
 
 def test_a_worker_killed_mid_batch_loses_no_submission(cluster, tmp_path):
@@ -132,7 +132,7 @@ def test_a_worker_killed_mid_batch_loses_no_submission(cluster, tmp_path):
 
 def test_units_left_without_any_worker_are_recorded_failed_with_the_reason(cluster, tmp_path, monkeypatch):
     """Every worker gone mid-batch: the batch still ends, each unit not graded recorded as zero, saying why."""
-    monkeypatch.setattr(grader.cluster, "NO_WORKER_SECONDS", 10)
+    monkeypatch.setattr(grader.classroom.cluster, "NO_WORKER_SECONDS", 10)
     inbox = tmp_path / "inbox"
     for n in range(4):
         (inbox / f"s{n}").mkdir(parents=True)

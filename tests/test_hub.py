@@ -41,9 +41,9 @@ import pytest
 import websocket
 from nbgrader.api import Gradebook
 
-from grader import samples
+from grader.authoring import samples
 from grader.chapters import REPO, find_chapter
-from grader.runner import exercises
+from grader.boundary.runner import exercises
 from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
 
 DEPLOY = REPO / "deploy" / "jupyterhub"

@@ -7,11 +7,13 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import lms, samples
+from grader.authoring import samples
+
+from grader.classroom import lms
 from grader.chapters import find_chapter
-from grader.grading import autograde_class
-from grader.intake import gather
-from grader.runner import exercises
+from grader.classroom.grading import autograde_class
+from grader.classroom.intake import gather
+from grader.boundary.runner import exercises
 
 ATTENTION, NORM = find_chapter("02"), find_chapter("05")
 

@@ -9,11 +9,13 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples, seeds
+from grader.authoring import samples
+
+from grader.boundary import seeds
 from grader.chapters import CHAPTERS, find_chapter
-from grader.demo import write_class
-from grader.grading import autograde_class
-from grader.runner import exercises
+from grader.authoring.demo import write_class
+from grader.classroom.grading import autograde_class
+from grader.boundary.runner import exercises
 
 
 def points(chapter):

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples
+from grader.authoring import samples
 from grader.chapters import find_chapter
 from grader.coursedir import database_of
-from grader.demo import write_class
-from grader.runner import exercises
+from grader.authoring.demo import write_class
+from grader.boundary.runner import exercises
 
 pytestmark = pytest.mark.integration
 CHAPTER = find_chapter("02")
@@ -182,7 +182,7 @@ def test_two_course_directories_on_one_sqlite_file_take_turns_and_say_so(inbox, 
 
 def _release_into(db: str, root: str, errors, together) -> None:
     from grader.coursedir import CourseDir
-    from grader.gradebook import shared
+    from grader.classroom.locks import shared
 
     course = CourseDir(Path(root), [CHAPTER], db_url=db)
     together.wait()  # both start releasing at the same moment

@@ -1,4 +1,4 @@
-"""A grading run leaves out course-authored cells no score depends on (grader.skipping): the scores are
+"""A grading run leaves out course-authored cells no score depends on (grader.classroom.skipping): the scores are
 those of a full run for every chapter, a cell the learner added or edited always runs, and the feedback
 shows the learner's own outputs for a cell that was left out."""
 import copy
@@ -6,10 +6,12 @@ import copy
 import nbformat
 import pytest
 
-from grader import samples, skipping
+from grader.authoring import samples
+
+from grader.classroom import skipping
 from grader.chapters import CHAPTERS, find_chapter
-from grader.grading import grade_paths, job_cells
-from grader.judge import Verdict, fill
+from grader.classroom.grading import grade_paths, job_cells
+from grader.boundary.pool import Verdict, fill
 
 
 def code(source):

@@ -13,16 +13,20 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import export, samples, seeds
+from grader.authoring import samples
+
+from grader.boundary import seeds
+
+from grader.classroom import export
 from grader.chapters import find_chapter
 from grader.cli import main
-from grader.demo import write_class
-from grader.grading import Submission, autograde_class
-from grader.regrade import format_changes, regrade, undo
-from grader.report import write_report
-from grader.runner import exercises
-from grader.spec import Check
-from grader.term import LatePolicy, load_term
+from grader.authoring.demo import write_class
+from grader.classroom.grading import Submission, autograde_class
+from grader.classroom.regrade import format_changes, regrade, undo
+from grader.classroom.report import write_report
+from grader.boundary.runner import exercises
+from grader.boundary.spec import Check
+from grader.classroom.term import LatePolicy, load_term
 
 CHAPTER = find_chapter("02")
 DUE = datetime(2026, 11, 20, 23, 59, tzinfo=timezone.utc)
@@ -284,7 +288,7 @@ def test_regrade_summary_counts_kept_scores_apart():
 def test_report_flags_a_check_everybody_passes_only_in_a_class_large_enough(learners):
     from collections import Counter
 
-    from grader.report import render
+    from grader.classroom.report import render
 
     long_check = "inputs around 1e4 give finite, correct probabilities (exp overflows without the shift by the row max)"
     data = {"scores": {f"s{i}": (10.0, 0.0) for i in range(learners)}, "max_score": 10.0, "failed": {},
@@ -300,7 +304,7 @@ def test_report_flags_a_check_everybody_passes_only_in_a_class_large_enough(lear
 def test_the_demo_prints_no_warning_and_no_path_into_its_deleted_folder(tmp_path, monkeypatch, capsys):
     import warnings
 
-    from grader import demo
+    from grader.authoring import demo
     from grader.chapters import CHAPTERS
 
     with warnings.catch_warnings():

@@ -1,9 +1,9 @@
 """`grader build` and `grader release`: the generated artefacts and their freshness checks.
 
 The learner notebook in course/ holds narrative, skeletons and public checks; solutions/ holds
-the reference code (solution regions marked); grader/specs holds the hidden tests. `build`
+the reference code (solution regions marked); grader/boundary/specs holds the hidden tests. `build`
 joins them into the nbgrader source notebook, and generates what the chapter folder must carry
-to stand on its own (grader.bundle); `release` runs nbgrader's own `generate_assignment` on the
+to stand on its own (grader.authoring.bundle); `release` runs nbgrader's own `generate_assignment` on the
 source folder, and the result must be exactly the learner's chapter folder.
 """
 from __future__ import annotations
@@ -17,17 +17,17 @@ from pathlib import Path
 
 import nbformat
 
-from grader.bundle import PACKAGES, folder_files, support_files
+from grader.authoring.bundle import PACKAGES, folder_files, support_files
 from grader.chapters import Chapter
-from grader.corpus import generated_files
+from grader.authoring.corpus import generated_files
 from grader.coursedir import CourseDir
-from grader.runner import exercises
+from grader.boundary.runner import exercises
 
 TEST_PREFIX = "test_"
 HIDDEN_TEST = '''\
 # Hidden tests for `{name}` run here when your notebook is graded ({points:g} point{plural}).
 ### BEGIN HIDDEN TESTS
-from grader.runner import run_checks
+from grader.boundary.runner import run_checks
 run_checks("{chapter}", "{name}", globals())
 ### END HIDDEN TESTS'''
 
@@ -74,7 +74,7 @@ def build_source_notebook(chapter: Chapter) -> nbformat.NotebookNode:
         elif meta.get("grade"):
             name = grade_id.removeprefix(TEST_PREFIX)
             if name not in specs:
-                raise ValueError(f"{chapter.notebook_name}: test cell {grade_id} has no spec in grader/specs")
+                raise ValueError(f"{chapter.notebook_name}: test cell {grade_id} has no spec in grader/boundary/specs")
             meta["points"] = specs[name].points
             points = specs[name].points
             cell.source = HIDDEN_TEST.format(name=name, chapter=chapter.name, points=points,
@@ -120,7 +120,7 @@ def build(chapters: list[Chapter], check: bool = False) -> list[str]:
     return the stale paths.
 
     The chapter folder course/NN_<name>/ gets the `course` and `solutions` modules its notebook
-    imports (grader.bundle); the source folder grader/source/NN_<name>/ gets the source notebook and
+    imports (grader.authoring.bundle); the source folder grader/source/NN_<name>/ gets the source notebook and
     a copy of every other file of the chapter folder (figures, those modules, any data).
     """
     stale = []

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import nbformat
 
-from grader import samples
+from grader.authoring import samples
 from grader.chapters import Chapter
-from grader.grading import autograde_class
+from grader.classroom.grading import autograde_class
 
 STUDENTS = {
     "ada": ("the reference solution", samples.reference),

@@ -2,12 +2,12 @@
 
 This module is preloaded by the pool's fork server (torch, IPython and matplotlib imported once;
 never the hidden specs, the answers or the course package); every submission then runs in a child
-forked from it, so nothing leaks between learners. The child confines itself (grader.sandbox: with
+forked from it, so nothing leaks between learners. The child confines itself (grader.boundary.confine: with
 namespaces the cells run in a grandchild, PID 1 of its own PID namespace), forgets the `grader`
 modules it was forked with (so `import solutions.<this chapter>` finds only the release folder's
 subset), runs the cells in an IPython shell with a time limit per cell, and sends one JSON message
 per learner cell back through a pipe (its outputs); at a test cell it serves the trusted side's
-calls (grader.probe). Never pickle.
+calls (grader.boundary.serve). Never pickle.
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ import matplotlib.pyplot  # noqa: E402,F401
 from IPython.core.displaypub import CapturingDisplayPublisher  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
-from grader import sandbox  # noqa: E402
-from grader.forbid import in_sandbox  # noqa: E402
-from grader.probe import CellTimeout, Server, alarm  # noqa: E402
+from grader.boundary import confine  # noqa: E402
+from grader.boundary.forbid import in_sandbox  # noqa: E402
+from grader.boundary.serve import CellTimeout, Server, alarm  # noqa: E402
 
 try:  # optional third-party packages the notebooks use: import once here when present
     import seaborn  # noqa: F401
@@ -202,7 +202,7 @@ def run(job: dict, conn) -> None:
     """The child's entry point: confine, then run the cells, one message per cell, then `done`."""
     try:
         started = time.perf_counter()
-        missing = sandbox.confine(job["dir"], job["root"], sandbox.Limits(**job["limits"]), job.get("cgroup"),
+        missing = confine.confine(job["dir"], job["root"], confine.Limits(**job["limits"]), job.get("cgroup"),
                                   close=[conn])
         _send(conn, {"kind": "start", "missing": missing, "seconds": round(time.perf_counter() - started, 3)})
         devnull = os.open(os.devnull, os.O_WRONLY)

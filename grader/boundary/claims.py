@@ -1,6 +1,6 @@
 """What a learner object claims to be, confirmed by what it does.
 
-A learner object lives in the sandboxed child; the trusted side sees it as a `grader.remote.Remote`
+A learner object lives in the sandboxed child; the trusted side sees it as a `grader.boundary.proxy.Remote`
 whose class mirrors the classes the child says it derives from. The child can say anything, so the
 rule (issue 29): a claim to be a torch module class (`nn.Linear`, `nn.Dropout`, ...) counts only
 once the trusted side has confirmed it by the object's behaviour: its forward pass, with its own

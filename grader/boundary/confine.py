@@ -5,7 +5,7 @@ What a confined process gets, each part on its own so that a machine without one
 - an environment of a few harmless variables (the fork server was started with no more either,
   so no secret of the grader's environment is in its memory or in /proc/self/environ), its own
   session (a signal to "my process group" reaches nothing else), and, where the grader may make
-  one, a memory cgroup of its own (grader.memcg);
+  one, a memory cgroup of its own (grader.boundary.memcg);
 - resource limits: address space, CPU seconds, size of any file it writes, open files, no core dumps,
   no POSIX message queues;
 - Linux namespaces (a user namespace, so no privileges are needed): no network at all, no SysV IPC
@@ -15,7 +15,7 @@ What a confined process gets, each part on its own so that a machine without one
   read-only views of the system libraries and the Python installation and a copy of its job folder
   (the release folder), and nothing else, so no hidden specs, answers, gradebook or other
   submission, and all it writes (its folder, /tmp) is counted in that one capped tmpfs;
-- a seccomp filter (grader.seccomp): no new processes (a fork bomb or a shell command fails with
+- a seccomp filter (grader.boundary.seccomp): no new processes (a fork bomb or a shell command fails with
   PermissionError, threads still work), no sockets but Unix ones, no memory that RLIMIT_AS does not
   see (memfd_create, SysV shared memory), no change to its mounts or namespaces once made.
 
@@ -41,7 +41,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.seccomp import no_new_processes
+from grader.boundary.seccomp import no_new_processes
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -201,7 +201,7 @@ def _fork_into_namespace(close) -> None:
 def _mirror(pid: int) -> None:
     """Wait for `pid`, then end the same way: its exit status, or killed by the same signal (PID 1 of a
     namespace ignores signals it has no handler for when sent from inside, so the pool, and
-    judge._exit_reason, read the grandchild's end from this process)."""
+    pool._exit_reason, read the grandchild's end from this process)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     try:
         _, status = os.waitpid(pid, 0)
@@ -248,7 +248,7 @@ def confine(job_dir: str, new_root: str, limits: Limits, cgroup: str | None = No
     clean_environment()
     if cgroup:
         try:
-            from grader import memcg
+            from grader.boundary import memcg
 
             memcg.join(cgroup)
         except OSError as err:
@@ -273,7 +273,7 @@ def confine(job_dir: str, new_root: str, limits: Limits, cgroup: str | None = No
     return missing
 
 
-PRELOAD = ["grader.worker"]  # what a pool's fork server imports once: torch, IPython, matplotlib (never the specs)
+PRELOAD = ["grader.boundary.child"]  # what a pool's fork server imports once: torch, IPython, matplotlib (never the specs)
 
 
 # what the fork server's environment keeps of the grader's: no password, token or database URL
@@ -340,9 +340,9 @@ def stop_fork_server() -> None:
 
 
 def run_confined(*args) -> None:
-    """A pool child's entry point: grader.worker.run(*args) (confine, then run the cells). The fork
-    server preloaded grader.worker, so this import is free in the child, and the trusted process can
+    """A pool child's entry point: grader.boundary.child.run(*args) (confine, then run the cells). The fork
+    server preloaded grader.boundary.child, so this import is free in the child, and the trusted process can
     name this function without importing torch, IPython and the specs itself."""
-    from grader.worker import run
+    from grader.boundary.child import run
 
     run(*args)

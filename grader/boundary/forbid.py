@@ -10,7 +10,7 @@ instance, since a learner may call them). A routine made of other operators (a c
 to recognise; it is recorded by its Python name, wrapped while the test cell runs, and, for a torch
 function, by identity in a `TorchFunctionMode` (which also sees a reference captured earlier).
 
-Where grading is sandboxed this runs in the child, beside the learner's code (grader.probe), which
+Where grading is sandboxed this runs in the child, beside the learner's code (grader.boundary.serve), which
 could pop the modes or restore the names: the rule is as strong as in any kernel. No check's oracle
 runs there, so every call counts (`in_sandbox`): a file name is no alibi, since the learner's code can
 compile its own under the grader's folder. In the stock-nbgrader route it runs in the kernel, where
@@ -29,7 +29,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-GRADER_DIR = str(Path(__file__).resolve().parent)
+GRADER_DIR = str(Path(__file__).resolve().parents[1])  # the grader package, oracles included
 TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 
 _SOFTMAX = ("_softmax", "_safe_softmax")

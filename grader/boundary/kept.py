@@ -1,11 +1,11 @@
 """The stock-nbgrader route's copy of the judge's rule on in-place changes.
 
-Where the judge runs the checks (grader.remote), the learner's code gets copies of a check's
+Where the judge runs the checks (grader.boundary.proxy), the learner's code gets copies of a check's
 tensors in the sandboxed child, and what it changes in place is recorded, never written back. In
-the learner's kernel (`grader.runner.evaluate`, the stock-nbgrader route) the same holds through
+the learner's kernel (`grader.boundary.runner.evaluate`, the stock-nbgrader route) the same holds through
 `guarded`: the learner's function, and the forward pass of every module built from the learner's
 class, receive copies of the check's tensors, lists, dicts and generators; a copy that comes back
-changed is recorded for `grader.spec.changed_in_place`. So a check's expected values, computed
+changed is recorded for `grader.boundary.spec.changed_in_place`. So a check's expected values, computed
 from its own inputs, are the same whatever the learner's code did to them, in both routes.
 (Copies keep the autograd graph: `x.clone()` passes gradients back to the check's `x`.)
 """

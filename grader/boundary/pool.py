@@ -3,8 +3,8 @@
 One submission is one unit of work: a `Job` (the chapter, its release folder, the cells to run) in,
 a `Verdict` (one plain JSON message per cell, or why the run ended early) out. The pool runs jobs
 in children forked from a fork server that imported torch, IPython and matplotlib once, never the
-hidden specs (`grader.worker`); the children confine themselves (`grader.sandbox`), each in a
-memory cgroup of its own where this machine allows one (`grader.memcg`). Messages are read with a
+hidden specs (`grader.boundary.child`); the children confine themselves (`grader.boundary.confine`), each in a
+memory cgroup of its own where this machine allows one (`grader.boundary.memcg`). Messages are read with a
 size limit and parsed as JSON, never unpickled; the outputs kept of one submission are bounded; a
 child that stops answering, or runs past the submission's wall-clock limit, is killed.
 
@@ -30,10 +30,10 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from grader import memcg
+from grader.boundary import memcg
 from grader.chapters import Chapter
-from grader.sandbox import PRELOAD, Limits, start_fork_server
-from grader.wire import Lost, WireError
+from grader.boundary.confine import PRELOAD, Limits, start_fork_server
+from grader.boundary.wire import Lost, WireError
 
 MAX_MESSAGE = 32 * 1024 * 1024  # bytes of one cell's message
 OUTPUT_BUDGET = 64 * 1024 * 1024  # bytes of learner-cell messages kept for one submission, all cells
@@ -48,7 +48,7 @@ class Job:
     chapter: Chapter
     cells: list[dict]  # per notebook cell: {"kind": "code", "source"} | {"kind": "test", "exercise"} | {"kind": "skip"}
     release_dir: Path
-    secret: int = 0  # the hidden inputs' secret (grader.spec.hidden_inputs): stays in the trusted process
+    secret: int = 0  # the hidden inputs' secret (grader.boundary.spec.hidden_inputs): stays in the trusted process
 
 
 @dataclass
@@ -100,9 +100,9 @@ class Pool:
         self.close()
 
     def judge(self, job: Job) -> Verdict:
-        from grader.remote import judge_exercise  # torch and the specs: imported while the fork server starts
-        from grader.runner import exercises
-        from grader.sandbox import run_confined as run
+        from grader.boundary.proxy import judge_exercise  # torch and the specs: imported while the fork server starts
+        from grader.boundary.runner import exercises
+        from grader.boundary.confine import run_confined as run
 
         started = time.perf_counter()
         base = Path(tempfile.mkdtemp(dir=self.workdir))
@@ -245,15 +245,15 @@ NOT_RERUN = "[not re-run while grading: no score depends on this cell; {what}]\n
 
 
 def saved_outputs(saved) -> list:
-    """A cell the grading run left out (grader.skipping): the outputs the learner saved, and a note."""
-    outputs = _clean_outputs(saved)  # bounded when staged (grader.grading.bound_saved_outputs)
+    """A cell the grading run left out (grader.classroom.skipping): the outputs the learner saved, and a note."""
+    outputs = _clean_outputs(saved)  # bounded when staged (grader.classroom.grading.bound_saved_outputs)
     what = "the outputs below are from your own run" if outputs else "your notebook saved no outputs for it"
     return [nbformat.v4.new_output("stream", name="stdout", text=NOT_RERUN.format(what=what)), *outputs]
 
 
 def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict | None, reason: str | None) -> list:
     """A test cell's outputs: the report, then the partial credit (nbgrader reads it) or an error."""
-    from grader.runner import Result, exercises
+    from grader.boundary.runner import Result, exercises
 
     spec = exercises(chapter.name).get(exercise)
     result = Result(exercise, points)

@@ -2,8 +2,8 @@
 
 `judge_exercise` runs every check of one exercise in this (trusted) process. The learner's object
 is a `Remote`: calling it, reading its attributes or iterating it sends a plain request to the
-sandboxed child (grader.probe), which runs the learner's code and answers with plain data
-(grader.wire). Expected values, oracles and comparisons never leave this process, so nothing the
+sandboxed child (grader.boundary.serve), which runs the learner's code and answers with plain data
+(grader.boundary.wire). Expected values, oracles and comparisons never leave this process, so nothing the
 learner's code does can change a verdict except the values it computes.
 
 What the checks see is what they saw when they ran beside the learner's code:
@@ -14,11 +14,11 @@ What the checks see is what they saw when they ran beside the learner's code:
   written through to the learner's module, with its current `.grad`;
 - a check's tensor, generator, list or dict that the learner's code changed in place is *not*
   changed here: the change is recorded (`Session.changed_in_place`, read by the checks through
-  `grader.spec.changed_in_place`), so it counts against the in-place rule only and can never write
+  `grader.boundary.spec.changed_in_place`), so it counts against the in-place rule only and can never write
   an expected value, a shape or a dtype into the grading process; torch's global random state
   travels with every call (so `torch.manual_seed` before a call works);
 - `isinstance(module, nn.Linear)` holds for a remote nn.Linear only once the trusted side has
-  confirmed the claim by its behaviour (`grader.claims`); an unconfirmed claim to be a torch class
+  confirmed the claim by its behaviour (`grader.boundary.claims`); an unconfirmed claim to be a torch class
   earns nothing. An exception the learner's code raises is raised here with the same built-in type.
 """
 from __future__ import annotations
@@ -31,10 +31,10 @@ import torch
 import torch.distributed.tensor  # noqa: F401 - torch.testing.assert_close imports it on first use (1-2 s)
 import torch.nn as nn
 
-from grader import claims
-from grader.standin_host import StandInHost
-from grader.spec import Exercise, hidden_inputs, in_place_record
-from grader.wire import Codec, Endpoint, Lost, WireError, raw_from
+from grader.boundary import claims
+from grader.boundary.standin_host import StandInHost
+from grader.boundary.spec import Exercise, hidden_inputs, in_place_record
+from grader.boundary.wire import Codec, Endpoint, Lost, WireError, raw_from
 
 GRACE = 15  # seconds past the time limit before a silent child counts as lost
 # One exercise is judged at a time in this process: checks seed torch's global generator, which
@@ -284,8 +284,8 @@ def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0
     import multiprocessing
     import os
 
-    from grader.probe import Server
-    from grader.forbid import in_sandbox
+    from grader.boundary.serve import Server
+    from grader.boundary.forbid import in_sandbox
 
     ours, theirs = multiprocessing.Pipe(duplex=True)
     pid = os.fork()
@@ -314,8 +314,8 @@ def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0
 
 def evaluate(exercise: Exercise, conn, timeout: float, secret: int = 0):
     """Every check of `exercise`, run in this process against the object the child at `conn` holds;
-    its hidden inputs drawn from `secret` (grader.spec.hidden_inputs), which stays here."""
-    from grader.runner import Result, forbidden_reason, run_each
+    its hidden inputs drawn from `secret` (grader.boundary.spec.hidden_inputs), which stays here."""
+    from grader.boundary.runner import Result, forbidden_reason, run_each
 
     result = Result(exercise.name, exercise.points)
     with LOCK, torch.random.fork_rng(devices=[]), hidden_inputs(secret):

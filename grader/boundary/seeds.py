@@ -1,4 +1,4 @@
-"""The secret each submission's hidden inputs are drawn from (grader.spec.hidden_inputs), kept with its grade.
+"""The secret each submission's hidden inputs are drawn from (grader.boundary.spec.hidden_inputs), kept with its grade.
 
 The hidden checks mix every seed they use with a secret. `grader autograde` draws a fresh one per
 submission, so the inputs a learner's code recorded while it was graded (and printed into its
@@ -8,7 +8,7 @@ asks a submission the same questions and its score changes only where a check or
 They are kept in the course directory, `secrets/<assignment>.json` ({student: secret}, readable by
 its owner only), beside `history/`: that folder is the instructor's and no nbgrader step copies it
 anywhere a learner sees, whereas `autograded/` is rebuilt by nbgrader's autograde and is what the
-feedback is generated from. The sandboxed child never receives a secret (grader.judge.Job keeps it
+feedback is generated from. The sandboxed child never receives a secret (grader.boundary.pool.Job keeps it
 in the trusted process).
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import secrets
 from pathlib import Path
 
 FOLDER = "secrets"
-# One secret for every submission, in a kernel (grader.runner) and in `grader autograde` alike: to
+# One secret for every submission, in a kernel (grader.boundary.runner) and in `grader autograde` alike: to
 # reproduce a run or compare the two routes (benchmarks/grading.py). A class leaves it unset.
 ENV = "COURSE_GRADING_SEED"
 
@@ -59,7 +59,7 @@ def draw(root: Path, assignment: str, students: list[str], reuse: bool) -> dict[
 
 
 def for_submissions(root: Path, submissions: list, reuse: bool = False) -> dict[str, int]:
-    """Submission key -> secret, for submissions of any chapters (grader.grading.Submission)."""
+    """Submission key -> secret, for submissions of any chapters (grader.classroom.grading.Submission)."""
     chosen = {}
     for assignment in sorted({s.chapter.assignment for s in submissions}):
         subs = [s for s in submissions if s.chapter.assignment == assignment]

@@ -1,12 +1,12 @@
 """The sandboxed side of a hidden check: learner objects answer the trusted grader's calls.
 
-While a test cell is judged, the child runs `serve`: the trusted process (grader.remote) runs the
+While a test cell is judged, the child runs `serve`: the trusted process (grader.boundary.proxy) runs the
 exercise's checks and sends plain calls ("call this object with these tensors", "read this
 attribute", "backpropagate this gradient"); the child runs them on the learner's objects and sends
-back plain data (grader.wire). Nothing here knows a check, an expected value or a reference answer.
+back plain data (grader.boundary.wire). Nothing here knows a check, an expected value or a reference answer.
 
 Stand-ins (correct versions of the other exercises an exercise builds on) stay in the trusted
-process; the learner's namespace holds stubs that call back (grader.standins).
+process; the learner's namespace holds stubs that call back (grader.boundary.standins).
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from grader.standins import Shadow, TrustedStub, fix_dropout
-from grader.wire import Codec, Endpoint, WireError
+from grader.boundary.standins import Shadow, TrustedStub, fix_dropout
+from grader.boundary.wire import Codec, Endpoint, WireError
 
 ITEMS_LIMIT = 100_000  # items of one iteration sent back
 

@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 import torch
 
-from grader import standins
-from grader.standins import FixedDropout  # noqa: F401 - the specs import it from here
+from grader.boundary import standins
+from grader.boundary.standins import FixedDropout  # noqa: F401 - the specs import it from here
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Exercise:
         learner the rule this check enforces ("in place", "ValueError", ...); optional. A `side`
         check tests a rule beside the answer (bad input raises ValueError, the input is left as it
         was), which an answer that does nothing (returns None, always raises) also keeps: it pays
-        only when a check that is not a side check passed too (grader.runner.run_each)."""
+        only when a check that is not a side check passed too (grader.boundary.runner.run_each)."""
         def register(fn: Callable[[Any], None]):
             self.checks.append(Check(description, fn, tuple(states), side))
             return fn
@@ -177,16 +177,16 @@ def assert_raises_value_error(fn: Callable, *args, **kwargs) -> None:
 # ---------------------------------------------------------------- in-place changes (issue 29)
 # A check computes its expected values from inputs it kept before calling the learner's code, and
 # judges an in-place change to an input by the in-place rule alone. Where the judge runs the checks
-# (grader.remote) the learner's in-place changes are recorded and never written into the check's
-# objects; in the stock-nbgrader route (grader.runner, in the learner's kernel) the learner's code
-# gets copies and the same record (grader.kept); the kept copy tells wherever nothing recorded.
+# (grader.boundary.proxy) the learner's in-place changes are recorded and never written into the check's
+# objects; in the stock-nbgrader route (grader.boundary.runner, in the learner's kernel) the learner's code
+# gets copies and the same record (grader.boundary.kept); the kept copy tells wherever nothing recorded.
 _IN_PLACE_RECORD: ContextVar = ContextVar("in_place_record", default=None)
 
 
 @contextlib.contextmanager
 def in_place_record(changed: Callable[[Any], bool]):
     """While the judge runs one exercise's checks: `changed(obj)` says whether the learner's code
-    changed the check's object `obj` in place (grader.remote.Session.changed_in_place)."""
+    changed the check's object `obj` in place (grader.boundary.proxy.Session.changed_in_place)."""
     token = _IN_PLACE_RECORD.set(changed)
     try:
         yield

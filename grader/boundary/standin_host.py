@@ -1,4 +1,4 @@
-"""The trusted side of the stand-ins (grader.standins): it builds them, runs their forward passes
+"""The trusted side of the stand-ins (grader.boundary.standins): it builds them, runs their forward passes
 and answers their backward passes, for the sandboxed child.
 
 The rule of that answer (issue 29): the trusted side serves a small, explicit set of operations
@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 from torch.func import functional_call
 
-from grader.standins import PLAIN, FixedDropout, _fill, _flatten
+from grader.boundary.standins import PLAIN, FixedDropout, _fill, _flatten
 
 
 def _tree(module: nn.Module) -> dict:
@@ -100,7 +100,7 @@ class StandInHost:
             raise TypeError("a model the grader handed out cannot be passed to a stand-in")
 
     def is_child_object(self, value: Any) -> bool:
-        """One of the child's own objects, which an answer may hand back to it (grader.remote)."""
+        """One of the child's own objects, which an answer may hand back to it (grader.boundary.proxy)."""
         return False
 
     # ---------------------------------------------------------------- calls from the child

@@ -9,7 +9,7 @@ answers, so they stay in the trusted process:
   dropout handling see them), whose forward pass is computed by the trusted side;
 - `Bridge` keeps such a call inside the learner's autograd graph: its backward pass calls back for
   the gradients of the inputs and parameters;
-- `grader.standin_host.StandInHost` is the trusted side's answer to those calls (grader.remote.Session
+- `grader.boundary.standin_host.StandInHost` is the trusted side's answer to those calls (grader.boundary.proxy.Session
   derives from it).
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from grader.wire import Endpoint
+from grader.boundary.wire import Endpoint
 
 PLAIN = (type(None), bool, int, float, str)
 

@@ -1,13 +1,13 @@
 """Grading units on a Dask cluster: `grader autograde ... --scheduler tcp://HOST:PORT`.
 
-`DaskPool` has the interface of grader.judge.Pool (start, judge_all, a context manager), so
-grader.grading drives it the same way: this process (the driver) stages every submission, sends
+`DaskPool` has the interface of grader.boundary.pool.Pool (start, judge_all, a context manager), so
+grader.classroom.grading drives it the same way: this process (the driver) stages every submission, sends
 each one's `Job` to the cluster, and records each verdict into the gradebook as it comes back.
 
 The trust boundary is the local one on every worker. A Dask worker process is trusted like the
 driver: it imports this repository's grader (installed, or on its PYTHONPATH), loads the hidden
-specs from there and judges the unit with its own grader.judge.Pool, the same code path as
-locally; the learner's cells run only in a sandboxed child forked there (grader.sandbox). What
+specs from there and judges the unit with its own grader.boundary.pool.Pool, the same code path as
+locally; the learner's cells run only in a sandboxed child forked there (grader.boundary.confine). What
 travels: to the worker, the job's cells (plain text) and the chapter's release folder (what every
 learner has); back, the verdict as JSON text, never a pickled object of the learner's.
 Only the driver writes the gradebook.
@@ -32,8 +32,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from grader.chapters import REPO, Chapter
-from grader.judge import Job, Pool, Verdict
-from grader.sandbox import Limits
+from grader.boundary.pool import Job, Pool, Verdict
+from grader.boundary.confine import Limits
 
 CONNECT_SECONDS = 30  # to reach the scheduler, and for a first worker to join
 NO_WORKER_SECONDS = 120  # units wait this long for a worker when none is left, then are recorded failed
@@ -90,7 +90,7 @@ def _release_dir(assignment: str, files: dict[str, bytes]) -> Path:
 
 
 def judge_unit(unit: dict, release: dict[str, bytes]) -> str:
-    """One grading unit on a Dask worker: grader.judge.Pool.judge, as locally; the verdict as JSON."""
+    """One grading unit on a Dask worker: grader.boundary.pool.Pool.judge, as locally; the verdict as JSON."""
     chapter = Chapter(*unit["chapter"])
     pool = _worker_pool(unit["timeout"], unit["limits"], unit["threads"])
     job = Job(unit["key"], chapter, unit["cells"], _release_dir(chapter.assignment, release), unit.get("secret", 0))

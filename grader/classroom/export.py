@@ -87,7 +87,7 @@ def write_course_csv(gb, path: Path) -> None:
 
 def require_gradebook(db_url: str) -> None:
     """A SQLite gradebook that is not there is an error, not a new empty gradebook."""
-    from grader.gradebook import sqlite_path
+    from grader.classroom.locks import sqlite_path
 
     path = sqlite_path(db_url)
     if path is not None and not path.is_file():

@@ -1,12 +1,12 @@
 """Grading with real nbgrader: one-off notebooks (`grader grade`) and a whole class (`grader autograde`).
 
 The pipeline, per submission (trusted steps in this process, learner code only in the pool's sandbox):
-1. stage: read and repair the notebook against the release (grader.submissions); an unreadable
+1. stage: read and repair the notebook against the release (grader.classroom.submissions); an unreadable
    notebook, or one of another chapter, is staged as the released notebook with its reason;
 2. judge: the pool runs the learner's cells and the hidden checks in a sandboxed child
-   (grader.judge, grader.worker, grader.sandbox), all submissions side by side (`jobs`);
-3. record (grader.recording): nbgrader's own autograde, with the judge's verdict in place of its
-   Execute step (grader.judge.FillVerdict), so the gradebook, feedback and export hold it. A submission whose
+   (grader.boundary.pool, grader.boundary.child, grader.boundary.confine), all submissions side by side (`jobs`);
+3. record (grader.classroom.recording): nbgrader's own autograde, with the judge's verdict in place of its
+   Execute step (grader.boundary.pool.FillVerdict), so the gradebook, feedback and export hold it. A submission whose
    grading failed gets zero with the reason, never its old score.
 """
 from __future__ import annotations
@@ -25,20 +25,22 @@ from pathlib import Path
 
 import nbformat
 
-from grader import gradebook, seeds, skipping
+from grader.boundary import seeds
+
+from grader.classroom import locks, skipping
 from grader.chapters import CHAPTERS, Chapter
 from grader.coursedir import CourseDir, database_of
-from grader.judge import Job, Pool, Verdict
-from grader.recording import feedback_and_export, nbgrader_api, record, zero_grades
-from grader.sandbox import Limits
-from grader.submissions import (BadSubmission, grade_id_of, grade_ids, identify, identify_with_rule,
+from grader.boundary.pool import Job, Pool, Verdict
+from grader.classroom.recording import feedback_and_export, nbgrader_api, record, zero_grades
+from grader.boundary.confine import Limits
+from grader.classroom.submissions import (BadSubmission, grade_id_of, grade_ids, identify, identify_with_rule,
                                 read_learner_notebook, repair)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the learner's own run
 # Bytes (as JSON) of the learner's own saved outputs and markdown attachments kept, per notebook
 # (feedback shows them for cells left out of the grading run): a full run of any chapter saves
-# under 0.75 MB of figures and text in all (grader.submissions.MAX_NOTEBOOK_MB says how measured).
+# under 0.75 MB of figures and text in all (grader.classroom.submissions.MAX_NOTEBOOK_MB says how measured).
 SAVED_BYTES = 4 * 2 ** 20
 DROPPED = "[{size:.1f} MB of saved outputs dropped: over the grader's limit of {limit:g} MB per notebook]\n"
 
@@ -93,7 +95,7 @@ def _other_chapter(nb: nbformat.NotebookNode, chapter: Chapter) -> str | None:
 def job_cells(nb: nbformat.NotebookNode, released: nbformat.NotebookNode, rerun_all: bool = False) -> list[dict]:
     """What the sandbox runs for each cell: test cells are the hidden checks of their exercise
     (whatever the submission holds there), locked cells the release's text, code cells as written.
-    Unless `rerun_all`, course-authored cells no score depends on are left out (grader.skipping);
+    Unless `rerun_all`, course-authored cells no score depends on are left out (grader.classroom.skipping);
     they keep the outputs the learner saved (`saved`)."""
     tests, locked, course_sources = set(), {}, []
     for cell in released.cells:
@@ -165,7 +167,7 @@ def stage(course: CourseDir, submission: Submission, released: dict[str, nbforma
 
 
 def _learner_notebook(submission: Submission, release: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The submission read (its shape checked: grader.submissions) and repaired against the release."""
+    """The submission read (its shape checked: grader.classroom.submissions) and repaired against the release."""
     path, chapter = submission.path, submission.chapter
     if not path.is_file():
         raise BadSubmission(f"{path}: no such file")
@@ -274,8 +276,8 @@ def _load_specs(chapters: list[Chapter]) -> threading.Thread:
     the pool's fork server starts: judging and recording need them, and this process has nothing
     else to do meanwhile."""
     def load():
-        import grader.remote  # noqa: F401
-        from grader.runner import exercises
+        import grader.boundary.proxy  # noqa: F401
+        from grader.boundary.runner import exercises
 
         for chapter in chapters:
             with contextlib.suppress(Exception):  # a broken spec is reported where it is used
@@ -288,12 +290,12 @@ def _load_specs(chapters: list[Chapter]) -> threading.Thread:
 
 def grade_all(course: CourseDir, submissions: list[Submission], released: dict, pool: Pool,
               progress: bool = True, rerun_all: bool = False, term=None,
-              book: gradebook.Locks = gradebook.Locks(), reuse_secrets: bool = False,
+              book: locks.Locks = locks.Locks(), reuse_secrets: bool = False,
               secret: int | None = None) -> None:
     """Stage, judge (in parallel, in the sandbox) and record every submission; never stops early.
-    `term` (grader.term.Term): due dates, extensions and the late policy; `book`: the locks recording
-    holds on a gradebook other graders share (grader.gradebook); `reuse_secrets`: draw the hidden
-    inputs from the secrets kept at the last grading (grader.seeds), as a regrade does; `secret`:
+    `term` (grader.classroom.term.Term): due dates, extensions and the late policy; `book`: the locks recording
+    holds on a gradebook other graders share (grader.classroom.locks); `reuse_secrets`: draw the hidden
+    inputs from the secrets kept at the last grading (grader.boundary.seeds), as a regrade does; `secret`:
     one for every submission instead (reproducible scores, for tests; else $COURSE_GRADING_SEED if set)."""
     for sub in submissions:
         stage(course, sub, released, rerun_all)
@@ -326,7 +328,7 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
     jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment, drawn.get(s.key, secret))
             for s in judged]
     pool.judge_all(jobs, progress=progress, done=lambda job, verdict: recorded(by_key[job.key], verdict))
-    from grader.report import save_notes
+    from grader.classroom.report import save_notes
 
     save_notes(course, submissions)
 
@@ -334,7 +336,7 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
 def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: bool = False,
                 limits: Limits = Limits(), rerun_all: bool = False, secret: int | None = None) -> list[dict]:
     """Grade notebooks offline in a throwaway course directory; one result per path, in order; hidden
-    inputs from a fresh secret per notebook, or from `secret` (grader.grading.grade_all)."""
+    inputs from a fresh secret per notebook, or from `secret` (grader.classroom.grading.grade_all)."""
     submissions = [Submission(Path(p), f"submission{i + 1:03d}") for i, p in enumerate(paths)]
     with Pool(jobs=jobs, timeout=timeout, limits=limits) as pool, tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         pool.start()
@@ -384,11 +386,11 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
                     jobs: int = 2, timeout: int = 120, chapters: list[Chapter] | None = None,
                     progress: bool = True, limits: Limits = Limits(), rerun_all: bool = False, term=None,
                     pattern: str | None = None, scheduler: str | None = None) -> str:
-    """Grade every `<student>/**/<chapter>.ipynb` (or an LMS download: grader.intake) into the gradebook,
+    """Grade every `<student>/**/<chapter>.ipynb` (or an LMS download: grader.classroom.intake) into the gradebook,
     then feedback and grades.csv; judged by the local pool, or on the Dask cluster at `scheduler`
-    (grader.cluster); `term` (grader.term.Term): due dates, extensions, the late policy."""
-    from grader.intake import gather
-    from grader.submissions import set_aside_duplicates
+    (grader.classroom.cluster); `term` (grader.classroom.term.Term): due dates, extensions, the late policy."""
+    from grader.classroom.intake import gather
+    from grader.classroom.submissions import set_aside_duplicates
 
     with locked(Path(course_dir).resolve()), _pool(scheduler, jobs, timeout, limits) as pool:
         submissions, notes = gather(submissions_dir, course_dir, pattern)
@@ -401,7 +403,7 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
         own_file = Path(course_dir).resolve() / "gradebook.db"
         fresh = db_url is None and database_of(course_dir) == f"sqlite:///{own_file}" and not own_file.exists()
         course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
-        with gradebook.shared(course.db_url) as book:
+        with locks.shared(course.db_url) as book:
             with book.releasing():  # a new course directory may start from the cache
                 released = _release_all(course, chapters, cached=fresh)
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
@@ -414,7 +416,7 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
 def _pool(scheduler: str | None, jobs: int, timeout: int, limits: Limits):
     if scheduler is None:
         return Pool(jobs=jobs, timeout=timeout, limits=limits)
-    from grader.cluster import DaskPool
+    from grader.classroom.cluster import DaskPool
 
     return DaskPool(scheduler, timeout=timeout, limits=limits)
 
@@ -431,7 +433,7 @@ def summary(course: CourseDir, chapters: list[Chapter], results: list[dict]) -> 
                     sub = gb.find_submission(chapter.assignment, student)
                 except MissingEntry:
                     continue
-                late = sub.late_submission_penalty or 0.0  # grader.term: raw score, penalty and what counts
+                late = sub.late_submission_penalty or 0.0  # grader.classroom.term: raw score, penalty and what counts
                 lines.append(f"{student:<12} {chapter.assignment:<26} {sub.score:>6g} / {sub.max_score:g}"
                              + (f"   late penalty -{late:g}: {max(0.0, sub.score - late):g}" if late else ""))
     problems = [r for r in results if r.get("error") or r.get("repairs")]

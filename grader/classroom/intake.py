@@ -5,7 +5,7 @@
   `submitted/<student>/<assignment>/` layout after `nbgrader collect`. When SOURCE is the course
   directory's own `submitted/`, the learners' notebooks are first kept under `originals/`
   (grading writes the repaired notebook back into `submitted/`, where nbgrader reads it);
-- an LMS download, a zip or a flat folder of files named after the learner (grader.lms),
+- an LMS download, a zip or a flat folder of files named after the learner (grader.classroom.lms),
   unpacked into `<course-dir>/lms/<student>/<assignment>/`.
 The submission time is nbgrader's `timestamp.txt` where the exchange (or the LMS) gave one; it is
 never a file's mtime.
@@ -17,7 +17,7 @@ import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.grading import Submission
+from grader.classroom.grading import Submission
 
 TIMESTAMP_FILE = "timestamp.txt"
 SECRET_FILE = "submission_secret.txt"  # nbgrader's key for releasing feedback to this submission
@@ -60,7 +60,7 @@ def submission_time(notebook: Path, student_dir: Path) -> datetime | None:
 
 def submission(notebook: Path, student_dir: Path, student: str | None = None) -> Submission:
     """One learner's notebook (`student`: default, the folder's name) and its time; an unreadable
-    timestamp.txt leaves the time unknown (graded as on time, as with none: grader.term) and says why,
+    timestamp.txt leaves the time unknown (graded as on time, as with none: grader.classroom.term) and says why,
     never stopping the batch."""
     student = student or student_dir.name
     try:
@@ -87,7 +87,7 @@ def find_submissions(folder: str | Path) -> list[Submission]:
 def gather(source: str | Path, course_dir: str | Path, pattern: str | None = None) -> tuple[list[Submission], list[str]]:
     """The submissions `grader autograde SOURCE --course-dir COURSE_DIR` grades, and notes for its summary
     (what was unpacked, unmatched or superseded)."""
-    from grader import lms
+    from grader.classroom import lms
 
     source, root = Path(source), Path(course_dir).resolve()
     if source.is_file() and zipfile.is_zipfile(source):

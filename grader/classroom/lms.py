@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.grading import Submission
-from grader.submissions import MAX_NOTEBOOK_MB
+from grader.classroom.grading import Submission
+from grader.classroom.submissions import MAX_NOTEBOOK_MB
 
 CANVAS = re.compile(r"^(?P<student>[^_/]+?)(?P<late>_(?:LATE|late))?_(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>[^/]+)$")
 MOODLE = re.compile(r"^(?P<student>[^/]+?)_(?P<user>\d+)_assignsubmission_file[_/](?P<file>[^/]+)$")
@@ -122,7 +122,7 @@ def _files(source: Path, into: Path) -> dict[str, Path]:
 
 def _copy(source: Path, target: Path) -> None:
     """A file over the notebook size limit travels as an empty sparse file of its size: staging refuses
-    it by its size alone, with the reason (grader.submissions), and a zip bomb is never written out."""
+    it by its size alone, with the reason (grader.classroom.submissions), and a zip bomb is never written out."""
     size = source.stat().st_size
     if size > MAX_NOTEBOOK_MB * 2 ** 20:
         with target.open("wb") as out:
@@ -133,8 +133,8 @@ def _copy(source: Path, target: Path) -> None:
 
 def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[list[Submission], list[str]]:
     """Unpack a download into `lms_dir/<student>/<assignment>/<notebook>`; the submissions and the notes."""
-    from grader.intake import find_submissions, write_timestamp
-    from grader.submissions import BadSubmission, identify_with_rule
+    from grader.classroom.intake import find_submissions, write_timestamp
+    from grader.classroom.submissions import BadSubmission, identify_with_rule
 
     regex = compile_pattern(pattern) if pattern else None
     if source.resolve() == lms_dir.resolve() or lms_dir.resolve() in source.resolve().parents:

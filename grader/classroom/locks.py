@@ -96,7 +96,7 @@ def _shown(db_url: str) -> str:
 @contextlib.contextmanager
 def shared(db_url: str):
     """The locks this run holds on its gradebook (see the module's docstring), for `with`."""
-    from grader.grading import locked
+    from grader.classroom.grading import locked
 
     path = sqlite_path(db_url)
     if path is not None:

@@ -1,5 +1,5 @@
 """Recording with nbgrader: its autograde with the judge's verdict in place of execution, the
-gradebook's zero for a grading that failed, and feedback HTML and the CSV export (grader.grading
+gradebook's zero for a grading that failed, and feedback HTML and the CSV export (grader.classroom.grading
 calls these in the trusted process, one submission at a time)."""
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from grader.chapters import Chapter
 from grader.coursedir import CourseDir
-from grader.judge import VERDICTS, Verdict
+from grader.boundary.pool import VERDICTS, Verdict
 
 if TYPE_CHECKING:
-    from grader.grading import Submission
+    from grader.classroom.grading import Submission
 
 
 def _shared_engines() -> None:
@@ -143,7 +143,7 @@ def nbgrader_api(course: CourseDir, term=None):
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from traitlets.config import Config
 
-    from grader.judge import FillVerdict
+    from grader.boundary.pool import FillVerdict
 
     _shared_engines()
     config = Config()
@@ -190,8 +190,8 @@ def record(course: CourseDir, api, submission: Submission) -> None:
             outcome = api.autograde(chapter.assignment, submission.student, force=True, create=True)
     finally:
         VERDICTS.pop((submission.student, chapter.assignment), None)
-    if not outcome.get("success"):  # grader.grading then records the release with this reason
-        from grader.submissions import BadSubmission
+    if not outcome.get("success"):  # grader.classroom.grading then records the release with this reason
+        from grader.classroom.submissions import BadSubmission
 
         last = [ln for ln in (outcome.get("error") or "").strip().splitlines() if ln.strip()]
         raise BadSubmission("nbgrader autograde failed: " + (last[-1][:300] if last else "no reason given"))
@@ -203,7 +203,7 @@ def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
     """nbgrader's generate_feedback for each chapter and its CSV export, in this process."""
     from nbgrader.api import Gradebook
 
-    from grader.export import write_course_csv
+    from grader.classroom.export import write_course_csv
 
     api = nbgrader_api(course)
     with warnings.catch_warnings():

@@ -102,7 +102,7 @@ def _autograded_copy(course, chapter: Chapter, run: int, back: bool = False) -> 
 def _keep_ungradable(root: Path, chapter: Chapter, submissions: list) -> None:
     """A learner whose file could not be graded at all has the release staged in its place: it keeps
     its zero and its reason instead of being graded again as an untouched notebook."""
-    from grader.report import load_notes
+    from grader.classroom.report import load_notes
 
     notes = load_notes(root).get(chapter.assignment, {})
     for sub in submissions:
@@ -116,12 +116,12 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
             timeout: int = 120, progress: bool = False, reason: str = "", db_url: str | None = None,
             limits=None, rerun_all: bool = False) -> list[dict]:
     """Grade the chapter's kept submissions again; record the run in the history; return the changes."""
-    from grader import gradebook
+    from grader.classroom import locks
     from grader.coursedir import CourseDir
-    from grader.grading import _load_specs, _release_all, feedback_and_export, grade_all, locked
-    from grader.intake import submission
-    from grader.judge import Pool
-    from grader.sandbox import Limits
+    from grader.classroom.grading import _load_specs, _release_all, feedback_and_export, grade_all, locked
+    from grader.classroom.intake import submission
+    from grader.boundary.pool import Pool
+    from grader.boundary.confine import Limits
 
     root = Path(course_dir).resolve()
     folders = sorted(p for p in (root / "submitted").glob(f"*/{chapter.assignment}") if p.is_dir())
@@ -133,7 +133,7 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
         pool.start()
         _load_specs([chapter])
         course = CourseDir(root, [chapter], db_url=db_url, timeout=timeout)
-        with gradebook.shared(course.db_url) as book:  # as autograde: other graders may share the gradebook
+        with locks.shared(course.db_url) as book:  # as autograde: other graders may share the gradebook
             before = snapshot(course, chapter)
             runs = _load_history(course, chapter)
             run = len(runs) + 1
@@ -165,7 +165,7 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
 def undo(course_dir: str | Path, chapter: Chapter, db_url: str | None = None) -> list[dict]:
     """Put back the scores (and autograded notebooks) from before the last regrade not yet undone."""
     from grader.coursedir import CourseDir
-    from grader.grading import feedback_and_export, locked
+    from grader.classroom.grading import feedback_and_export, locked
 
     root = Path(course_dir).resolve()
     with locked(root):

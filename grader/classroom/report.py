@@ -6,7 +6,7 @@ distribution; the submissions that failed to grade, with the reason. A check tha
 flagged (a broken check?), and one that everybody passes once the class is large enough for that to
 mean something (a check that tests nothing?): in a small class most checks are passed by everyone.
 
-The per-check results are read from the autograded notebooks' test-cell outputs (grader.runner's
+The per-check results are read from the autograded notebooks' test-cell outputs (grader.boundary.runner's
 report: "ok    <check>", "FAIL  <check>: <why>", "no credit: <reason>"); the scores from the
 gradebook; the grading errors from `grading-notes.json`, written at every grading run.
 """
@@ -27,7 +27,7 @@ from grader.chapters import Chapter
 from grader.coursedir import database_of
 
 NOTES_FILE = "grading-notes.json"
-UNFINISHED = "not implemented yet"  # grader.runner's message for a skeleton left as handed out
+UNFINISHED = "not implemented yet"  # grader.boundary.runner's message for a skeleton left as handed out
 EVERYBODY_FROM = 20  # learners: below this, "everybody passes" is what most checks show, not a warning
 CHECK_LINE = re.compile(r"^\s*(ok|FAIL)\s{2,}(.+)$")
 
@@ -83,7 +83,7 @@ def check_results(notebook: Path, known: list[str] = ()) -> dict[str, dict[str, 
 def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
     from nbgrader.api import Gradebook, MissingEntry
 
-    from grader.export import require_gradebook
+    from grader.classroom.export import require_gradebook
 
     require_gradebook(db_url)
     with Gradebook(db_url) as gb:
@@ -95,7 +95,7 @@ def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
         max_score = float(assignment.max_score)
     notes = load_notes(course_root).get(chapter.assignment, {})
     failed = {student: entry["error"] for student, entry in notes.items() if entry.get("error")}
-    from grader.runner import exercises
+    from grader.boundary.runner import exercises
 
     spec = {f"test_{name}": [c.description for c in ex.checks] for name, ex in exercises(chapter.name).items()}
     checks = {(exercise, check): [0, 0] for exercise, names in spec.items() for check in names}

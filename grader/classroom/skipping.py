@@ -254,7 +254,7 @@ def course_cells(sources: list[str | None], released: list[str]) -> set[int]:
 
 
 def left_out(cells: list[dict], course: set[int]) -> set[int]:
-    """Which of the job's cells (grader.grading.job_cells) need not run. `course` holds the indices of
+    """Which of the job's cells (grader.classroom.grading.job_cells) need not run. `course` holds the indices of
     the course-authored code cells (the only candidates)."""
     info = {i: facts(c["source"]) for i, c in enumerate(cells) if c["kind"] == "code"}
     kept = {i for i in info if i not in course or info[i].unsafe}

@@ -75,7 +75,7 @@ def chapter_of_cells(path: Path) -> Chapter | None:
 
 
 # Every chapter notebook saved with all the figures of a full run is under 1 MB (measured with
-# grader.execute on the reference: 0.34 MB for chapter 02 to 0.71 MB for chapter 09); 20 MB leaves
+# grader.authoring.execute on the reference: 0.34 MB for chapter 02 to 0.71 MB for chapter 09); 20 MB leaves
 # room for a learner's own plots while bounding what parsing a file costs (several times its size).
 MAX_NOTEBOOK_MB = 20
 GRADE_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")  # nbgrader's own rule for a grade_id, and a sane length

@@ -19,7 +19,7 @@ from typing import Callable
 
 import nbformat
 
-from grader import samples
+from grader.authoring import samples
 from grader.chapters import REPO, find_chapter
 
 CHAPTER = find_chapter("02")
@@ -161,10 +161,10 @@ CASES = [
     Case("honest-clone-softmax", cells(answers={"softmax": CLONE_SOFTMAX}), None),
     # replacing the grader or torch before the hidden tests run
     Case("sys-modules-runner", cells(answers={"softmax": None}, start=(
-        "import sys, types\nfake = types.ModuleType('grader.runner')\nfake.run_checks = lambda *a, **k: 1e9\n"
-        "sys.modules['grader.runner'] = fake")), 6.0),
+        "import sys, types\nfake = types.ModuleType('grader.boundary.runner')\nfake.run_checks = lambda *a, **k: 1e9\n"
+        "sys.modules['grader.boundary.runner'] = fake")), 6.0),
     Case("patch-runner", cells(answers={"softmax": None}, start=(
-        "try:\n    import grader.runner as r\n    r.run_checks = lambda *a, **k: 1e9\n    r.evaluate = None\n"
+        "try:\n    import grader.boundary.runner as r\n    r.run_checks = lambda *a, **k: 1e9\n    r.evaluate = None\n"
         "except ImportError:\n    pass")), 6.0),
     Case("input-transformer", cells(answers={"softmax": None}, start=(
         "get_ipython().input_transformers_post.append(\n"
@@ -182,8 +182,8 @@ CASES = [
     Case("wrapper-aliasing-reference", cells(answers={"softmax": WRAPPER}), 6.0),
     Case("probe-import-answers", probe("from solutions.self_attention import softmax as _reference"), 6.0),
     Case("probe-importlib-answers", probe("import importlib\nimportlib.import_module('solutions.self_attention')"), 6.0),
-    Case("probe-import-spec", probe("import grader.specs.self_attention"), 6.0),
-    Case("probe-read-spec-file", probe("open('{repo}/grader/specs/self_attention.py').read()"), 6.0, needs_namespaces=True),
+    Case("probe-import-spec", probe("import grader.boundary.specs.self_attention"), 6.0),
+    Case("probe-read-spec-file", probe("open('{repo}/grader/boundary/specs/self_attention.py').read()"), 6.0, needs_namespaces=True),
     Case("probe-read-answers-file", probe("open('{repo}/solutions/self_attention.py').read()"), 6.0, needs_namespaces=True),
     Case("probe-pip-metadata", probe("""
         import importlib.metadata as md, re
@@ -210,7 +210,7 @@ CASES = [
     Case("forge-verdicts-on-the-pipe", cells(answers=SKELETON, start=FORGE_VERDICTS), 0.0),
     Case("probe-answers-in-memory", probe("""
         import gc
-        assert any(str(getattr(o, '__module__', '')).startswith(('solutions.self_attention', 'grader.specs'))
+        assert any(str(getattr(o, '__module__', '')).startswith(('solutions.self_attention', 'grader.boundary.specs'))
                    for o in gc.get_objects() if callable(o))"""), 6.0),
     Case("correct-answer-saying-solutions", cells(answers={"softmax": TWO_WAYS}), FULL),
     # faults: each costs what comes after it, never the batch

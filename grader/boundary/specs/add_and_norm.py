@@ -14,9 +14,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import (Exercise, assert_raises_value_error, assert_tensor, fix_dropout, manual_seed, randn,
+from grader.boundary.spec import (Exercise, assert_raises_value_error, assert_tensor, fix_dropout, manual_seed, randn,
                          seeded)
-from grader.spec import changed_in_place  # in-place changes are judged by the in-place rule only
+from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
 from solutions.multi_head_attention import MultiHeadAttention
 
 LAYER_NORM_ROUTINES = (

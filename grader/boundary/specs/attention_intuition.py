@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import Exercise, assert_pair, assert_raises_value_error, assert_tensor, randn, seeded
+from grader.boundary.spec import Exercise, assert_pair, assert_raises_value_error, assert_tensor, randn, seeded
 
 SQRT_2PI = math.sqrt(2 * math.pi)
 

@@ -14,9 +14,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import (Exercise, assert_raises_value_error, assert_tensor, documented_shapes, fix_dropout,
+from grader.boundary.spec import (Exercise, assert_raises_value_error, assert_tensor, documented_shapes, fix_dropout,
                          load_torch_attention, manual_seed, randn, seeded, seeded_by_name)
-from grader.spec import changed_in_place  # in-place changes are judged by the in-place rule only
+from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
 from solutions.add_and_norm import PositionwiseFeedForward
 from solutions.multi_head_attention import MultiHeadAttention
 

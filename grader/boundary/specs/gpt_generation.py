@@ -18,9 +18,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, fix_dropout, manual_seed,
+from grader.boundary.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, fix_dropout, manual_seed,
                          mixed, randn, seeded, seeded_by_name)
-from grader.spec import changed_in_place, kept  # in-place changes are judged by the in-place rule only
+from grader.boundary.spec import changed_in_place, kept  # in-place changes are judged by the in-place rule only
 
 ATTENTION_ROUTINES = (
     "torch.nn.functional.scaled_dot_product_attention",
@@ -991,7 +991,7 @@ def words_text(seed: int, n: int) -> str:
 
 
 def train_text() -> str:
-    """300 words drawn from the grading run's secret (grader.spec.mixed), so never the same text twice."""
+    """300 words drawn from the grading run's secret (grader.boundary.spec.mixed), so never the same text twice."""
     return words_text(1100, 300)
 
 

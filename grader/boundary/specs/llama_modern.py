@@ -15,9 +15,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import Exercise, assert_raises_value_error, assert_tensor, randn, seeded
-from grader.spec import changed_in_place  # in-place changes are judged by the in-place rule only
-from grader.specs.decoder_masking import random_weights
+from grader.boundary.spec import Exercise, assert_raises_value_error, assert_tensor, randn, seeded
+from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
+from grader.boundary.specs.decoder_masking import random_weights
 
 ATTENTION_ROUTINES = (
     "torch.nn.MultiheadAttention.forward",

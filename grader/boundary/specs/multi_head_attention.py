@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import (Exercise, assert_pair, assert_raises_value_error, assert_tensor, load_torch_attention,
+from grader.boundary.spec import (Exercise, assert_pair, assert_raises_value_error, assert_tensor, load_torch_attention,
                          randn)
 from solutions.self_attention import scaled_dot_product_attention
 

@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn as nn
 
-from grader.spec import Exercise, assert_raises_value_error, assert_tensor, randn
+from grader.boundary.spec import Exercise, assert_raises_value_error, assert_tensor, randn
 
 
 def oracle_table(max_len: int, d_model: int) -> torch.Tensor:

@@ -5,8 +5,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.spec import Exercise, assert_pair, assert_raises_value_error, assert_tensor, randn
-from grader.spec import changed_in_place  # in-place changes are judged by the in-place rule only
+from grader.boundary.spec import Exercise, assert_pair, assert_raises_value_error, assert_tensor, randn
+from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
 
 SOFTMAX_ROUTINES = (
     "torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "torch.special.softmax",

@@ -1,0 +1,1 @@
+"""Authoring: what builds the course (the nbgrader source notebooks, the release, sample learners)."""
