@@ -72,10 +72,10 @@ def main() -> int:
     parser.add_argument("--at", type=int, default=64, help="workers (one core each) assumed for the projection")
     args = parser.parse_args()
     from distributed import LocalCluster
-    from grader.boundary.confine import start_fork_server
+    from grader.boundary import forkserver
 
     chapter = find_chapter(args.chapter)
-    start_fork_server()
+    forkserver.start()
     with tempfile.TemporaryDirectory(prefix="grader-bench-cluster-") as tmp:
         root = Path(tmp)
         write_class(root / "inbox", chapter, args.students)

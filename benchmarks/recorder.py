@@ -18,7 +18,7 @@ import os
 from grader.boundary import forbid, runner
 from grader.chapters import CHAPTERS, find_chapter
 from grader.boundary.proxy import evaluate_in_child
-from grader.boundary.runner import exercises
+from grader.boundary.specs import exercises
 from tests.helpers import reference_namespace
 
 

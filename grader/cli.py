@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from grader.boundary import forkserver
 from grader.chapters import CHAPTERS, find_chapter
 
 
@@ -36,14 +37,14 @@ def cmd_release(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    start_fork_server()  # it imports torch while this process imports nbgrader
+    forkserver.start()  # it imports torch while this process imports nbgrader
     from grader.classroom.grading import format_table, grade_paths
 
     try:
         results = grade_paths(args.paths, timeout=args.timeout, jobs=args.jobs, limits=_limits(args),
                               rerun_all=args.rerun_all)
     finally:
-        stop_fork_server()
+        forkserver.stop()
     print(json.dumps(results, indent=2) if args.json else format_table(results))
     return 0
 
@@ -52,7 +53,7 @@ def cmd_autograde(args) -> int:
     from grader.classroom.term import load_term
 
     term = load_term(args.course_dir, args.term, args.submitted_at)  # a bad term file stops before grading
-    start_fork_server()
+    forkserver.start()
     from grader.classroom.grading import autograde_class
 
     try:
@@ -61,7 +62,7 @@ def cmd_autograde(args) -> int:
                                   rerun_all=args.rerun_all, term=term, pattern=args.pattern,
                                   scheduler=args.scheduler)
     finally:
-        stop_fork_server()
+        forkserver.stop()
     print(summary)
     return 0
 
@@ -76,13 +77,13 @@ def cmd_regrade(args) -> int:
     from grader.classroom.term import load_term
 
     term = load_term(args.course_dir, args.term)
-    start_fork_server()
+    forkserver.start()
     try:
         rows = regrade(args.course_dir, chapter, term=term, never_lower=args.never_lower, jobs=args.jobs,
                        timeout=args.timeout, progress=not args.quiet, reason=args.reason, db_url=args.db,
                        limits=_limits(args), rerun_all=args.rerun_all)
     finally:
-        stop_fork_server()
+        forkserver.stop()
     print(format_changes(rows, chapter))
     return 0
 
@@ -131,18 +132,6 @@ def cmd_demo(args) -> int:
     from grader.authoring.demo import run_demo
 
     return run_demo(args.course_dir, chapters=_chapters(args.chapters))
-
-
-def start_fork_server() -> None:
-    from grader.boundary.confine import start_fork_server as start
-
-    start()
-
-
-def stop_fork_server() -> None:
-    from grader.boundary.confine import stop_fork_server as stop
-
-    stop()
 
 
 def build_mod():

@@ -9,10 +9,10 @@ from dataclasses import asdict
 from types import SimpleNamespace
 
 from grader.chapters import CHAPTERS
-from grader.classroom.cluster import failure_reason, verdict_from_json
+from grader.classroom.cluster import failure_reason
 from grader.coursedir import CourseDir
 from grader.classroom.locks import shared
-from grader.boundary.pool import Verdict
+from grader.boundary.unit import Verdict, verdict_from_json
 
 
 def _set_up_repeatedly(root: str, times: int, errors) -> None:

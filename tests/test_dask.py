@@ -19,7 +19,7 @@ from grader.authoring import samples
 from grader.chapters import find_chapter
 from grader.authoring.demo import write_class
 from grader.classroom.grading import autograde_class
-from grader.boundary.runner import exercises
+from grader.boundary.specs import exercises
 from tests.adversarial.cases import CASES, Paths
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import inspect
 import pytest
 
 from grader.chapters import CHAPTERS
-from grader.boundary.runner import exercises
+from grader.boundary.specs import exercises
 from tests.helpers import skeleton_namespace
 
 # Words in a check's description that announce a rule the learner must have been told.

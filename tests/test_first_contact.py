@@ -11,7 +11,7 @@ from nbclient import NotebookClient
 from course.checks import NotWrittenYet
 from course.toolkit import GRADING_ENV
 from grader.chapters import CHAPTERS
-from grader.boundary.runner import exercises
+from grader.boundary.specs import exercises
 from tests.helpers import skeleton_namespace
 
 REVIEWED = CHAPTERS  # every chapter follows the forms tested here

@@ -3,7 +3,8 @@ is spelled or captured, while the checks' own oracles, which call the same routi
 import pytest
 
 from grader.chapters import find_chapter
-from grader.boundary.runner import evaluate, exercises
+from grader.boundary.runner import evaluate
+from grader.boundary.specs import exercises
 from tests.helpers import reference_namespace, run_source
 
 CHAPTER = find_chapter("02")

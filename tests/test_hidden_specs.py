@@ -15,7 +15,8 @@ import pytest
 
 from grader.chapters import CHAPTERS
 from grader.boundary.proxy import evaluate_in_child
-from grader.boundary.runner import evaluate, exercises
+from grader.boundary.runner import evaluate
+from grader.boundary.specs import exercises
 from tests.helpers import reference_namespace, run_source, skeleton_namespace
 
 SPECS = [(c, name) for c in CHAPTERS for name in exercises(c.name)]

@@ -43,7 +43,7 @@ from nbgrader.api import Gradebook
 
 from grader.authoring import samples
 from grader.chapters import REPO, find_chapter
-from grader.boundary.runner import exercises
+from grader.boundary.specs import exercises
 from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
 
 DEPLOY = REPO / "deploy" / "jupyterhub"

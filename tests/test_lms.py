@@ -13,7 +13,7 @@ from grader.classroom import lms
 from grader.chapters import find_chapter
 from grader.classroom.grading import autograde_class
 from grader.classroom.intake import gather
-from grader.boundary.runner import exercises
+from grader.boundary.specs import exercises
 
 ATTENTION, NORM = find_chapter("02"), find_chapter("05")
 

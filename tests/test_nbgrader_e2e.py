@@ -15,7 +15,7 @@ from grader.boundary import seeds
 from grader.chapters import CHAPTERS, find_chapter
 from grader.authoring.demo import write_class
 from grader.classroom.grading import autograde_class
-from grader.boundary.runner import exercises
+from grader.boundary.specs import exercises
 
 
 def points(chapter):

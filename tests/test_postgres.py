@@ -16,7 +16,7 @@ from grader.authoring import samples
 from grader.chapters import find_chapter
 from grader.coursedir import database_of
 from grader.authoring.demo import write_class
-from grader.boundary.runner import exercises
+from grader.boundary.specs import exercises
 
 pytestmark = pytest.mark.integration
 CHAPTER = find_chapter("02")

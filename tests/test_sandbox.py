@@ -22,8 +22,10 @@ from grader.authoring import samples
 from grader.boundary import memcg
 from grader.chapters import REPO, find_chapter
 from grader.boundary.pool import Job, Pool, Verdict
-from grader.boundary.confine import (Limits, clean_environment, no_new_processes, server_environment, start_fork_server,
-                            stop_fork_server)
+from grader.boundary.confine import Limits, clean_environment, no_new_processes
+from grader.boundary.forkserver import server_environment
+from grader.boundary.forkserver import start as start_fork_server
+from grader.boundary.forkserver import stop as stop_fork_server
 
 CHAPTER = find_chapter("02")
 

@@ -11,7 +11,8 @@ from grader.authoring import samples
 from grader.classroom import skipping
 from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom.grading import grade_paths, job_cells
-from grader.boundary.pool import Verdict, fill
+from grader.boundary.unit import Verdict
+from grader.classroom.recording import fill
 
 
 def code(source):

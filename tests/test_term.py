@@ -24,7 +24,7 @@ from grader.authoring.demo import write_class
 from grader.classroom.grading import Submission, autograde_class
 from grader.classroom.regrade import format_changes, regrade, undo
 from grader.classroom.report import write_report
-from grader.boundary.runner import exercises
+from grader.boundary.specs import exercises
 from grader.boundary.spec import Check
 from grader.classroom.term import LatePolicy, load_term
 

@@ -21,13 +21,13 @@ from grader.authoring.bundle import PACKAGES, folder_files, support_files
 from grader.chapters import Chapter
 from grader.authoring.corpus import generated_files
 from grader.coursedir import CourseDir
-from grader.boundary.runner import exercises
+from grader.boundary.specs import exercises
 
 TEST_PREFIX = "test_"
 HIDDEN_TEST = '''\
 # Hidden tests for `{name}` run here when your notebook is graded ({points:g} point{plural}).
 ### BEGIN HIDDEN TESTS
-from grader.boundary.runner import run_checks
+from grader.runner import run_checks
 run_checks("{chapter}", "{name}", globals())
 ### END HIDDEN TESTS'''
 

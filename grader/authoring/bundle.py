@@ -27,8 +27,8 @@ from pathlib import Path
 import nbformat
 
 from grader.chapters import CHAPTERS, REPO, Chapter
-from grader.boundary.runner import GENERATED_MARK as MARK  # the first line of every generated file
-from grader.boundary.runner import RELEASE_PACKAGES as PACKAGES
+from grader.chapters import GENERATED_MARK as MARK  # the first line of every generated file
+from grader.chapters import RELEASE_PACKAGES as PACKAGES
 
 IGNORED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 ALL = "*"

@@ -37,10 +37,10 @@ import select
 import shutil
 import signal
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.boundary import memcg
 from grader.boundary.seccomp import no_new_processes
 
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -248,8 +248,6 @@ def confine(job_dir: str, new_root: str, limits: Limits, cgroup: str | None = No
     clean_environment()
     if cgroup:
         try:
-            from grader.boundary import memcg
-
             memcg.join(cgroup)
         except OSError as err:
             missing.append(f"memory not counted by a cgroup ({err})")
@@ -271,78 +269,3 @@ def confine(job_dir: str, new_root: str, limits: Limits, cgroup: str | None = No
     else:
         missing.append("processes, sockets and shared memory not filtered (seccomp needs Linux)")
     return missing
-
-
-PRELOAD = ["grader.boundary.child"]  # what a pool's fork server imports once: torch, IPython, matplotlib (never the specs)
-
-
-# what the fork server's environment keeps of the grader's: no password, token or database URL
-SERVER_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME", "MPLCONFIGDIR",
-              "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
-SERVER_ENV_PREFIXES = ("LC_", "PYTHON", "OMP_", "MKL_", "OPENBLAS_")
-_starting = threading.Lock()
-
-
-def server_environment(environ) -> dict:
-    return {k: v for k, v in environ.items() if k in SERVER_ENV or k.startswith(SERVER_ENV_PREFIXES)}
-
-
-def _running(pid: int) -> bool:
-    """Whether a child process still runs, without reaping it (multiprocessing reaps its own)."""
-    if not hasattr(os, "waitid"):
-        return True
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
-    except ChildProcessError:
-        return False
-
-
-def start_fork_server() -> None:
-    """Start the pool's fork server now (idempotent): it imports PRELOAD, seconds of work, while the
-    caller goes on (a CLI command starts it before importing nbgrader). It starts with only
-    `server_environment` of this process's environment, so no child inherits a secret."""
-    import multiprocessing
-    from multiprocessing import forkserver
-
-    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
-    with _starting:
-        server = forkserver._forkserver
-        pid = getattr(server, "_forkserver_pid", None)
-        if pid is not None and _running(pid):
-            forkserver.ensure_running()
-            return
-        if pid is not None:  # it died: forget it, so that it is not restarted with this environment
-            server._stop()
-        saved = dict(os.environ)
-        os.environ.clear()
-        os.environ.update(server_environment(saved))
-        try:
-            forkserver.ensure_running()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-
-
-def stop_fork_server() -> None:
-    """Stop the fork server at once, for a command that has finished grading: left to exit by itself
-    it spends a second or more tearing torch down, holding the caller's stdout and stderr open."""
-    from multiprocessing import forkserver
-
-    server = forkserver._forkserver
-    pid = getattr(server, "_forkserver_pid", None)
-    if pid is None:
-        return
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    server._stop()  # closes its pipe, reaps it and forgets it: a later pool starts a fresh one
-
-
-def run_confined(*args) -> None:
-    """A pool child's entry point: grader.boundary.child.run(*args) (confine, then run the cells). The fork
-    server preloaded grader.boundary.child, so this import is free in the child, and the trusted process can
-    name this function without importing torch, IPython and the specs itself."""
-    from grader.boundary.child import run
-
-    run(*args)

@@ -1,22 +1,18 @@
-"""The trusted side of grading: a warm pool of sandboxed children, and their verdicts as nbgrader outputs.
+"""Trusted side: a warm pool of sandboxed children, each judging one submission (a Job in, a Verdict out).
 
-One submission is one unit of work: a `Job` (the chapter, its release folder, the cells to run) in,
-a `Verdict` (one plain JSON message per cell, or why the run ended early) out. The pool runs jobs
-in children forked from a fork server that imported torch, IPython and matplotlib once, never the
-hidden specs (`grader.boundary.child`); the children confine themselves (`grader.boundary.confine`), each in a
-memory cgroup of its own where this machine allows one (`grader.boundary.memcg`). Messages are read with a
-size limit and parsed as JSON, never unpickled; the outputs kept of one submission are bounded; a
-child that stops answering, or runs past the submission's wall-clock limit, is killed.
-
-`FillVerdict` then stands in for nbgrader's Execute preprocessor: inside nbgrader's own autograde
-it writes each verdict into the cells' outputs (the learner's outputs and figures, each test
-cell's report and partial credit), so nbgrader's gradebook, feedback and export record it.
-Scores are computed here, from the checks the trusted specs define.
+The pool runs each job (grader.boundary.unit) in a child forked from the fork server
+(grader.boundary.forkserver), which imported torch, IPython and matplotlib once, never the hidden specs
+(grader.boundary.child); the child confines itself (grader.boundary.confine), in a memory cgroup of its
+own where this machine allows one (grader.boundary.memcg), and runs the cells. When it reaches a test
+cell, the exercise's checks run here, against proxies of its objects (grader.boundary.proxy): scores
+are computed on this side, from the checks the trusted specs define. Messages are read with a size
+limit and parsed as JSON, never unpickled; the outputs kept of one submission are bounded; a child
+that stops answering, or runs past the submission's wall-clock limit, is killed.
 """
 from __future__ import annotations
 
+import contextlib
 import json
-import multiprocessing
 import shutil
 import signal
 import sys
@@ -24,40 +20,19 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-import nbformat
-from nbgrader.preprocessors import NbGraderPreprocessor
-
-from grader.boundary import memcg
-from grader.chapters import Chapter
-from grader.boundary.confine import PRELOAD, Limits, start_fork_server
+from grader.boundary import forkserver, memcg
+from grader.boundary.confine import Limits
+from grader.boundary.unit import Job, Verdict
 from grader.boundary.wire import Lost, WireError
+from grader.chapters import Chapter
 
 MAX_MESSAGE = 32 * 1024 * 1024  # bytes of one cell's message
 OUTPUT_BUDGET = 64 * 1024 * 1024  # bytes of learner-cell messages kept for one submission, all cells
 OVER_BUDGET = "[outputs not kept: this notebook's outputs passed the grader's {mb} MB limit]\n"
 GRACE = 15  # seconds a child may stay silent beyond the cell time limit before it is killed
-OUTPUT_TYPES = {"stream", "display_data", "execute_result", "error"}
-
-
-@dataclass
-class Job:
-    key: str
-    chapter: Chapter
-    cells: list[dict]  # per notebook cell: {"kind": "code", "source"} | {"kind": "test", "exercise"} | {"kind": "skip"}
-    release_dir: Path
-    secret: int = 0  # the hidden inputs' secret (grader.boundary.spec.hidden_inputs): stays in the trusted process
-
-
-@dataclass
-class Verdict:
-    cells: dict[int, dict] = field(default_factory=dict)
-    error: str | None = None  # why the run ended early, or never ran
-    missing: list[str] = field(default_factory=list)  # sandbox parts this machine could not give
-    seconds: float = 0.0
-    timings: dict = field(default_factory=dict)
 
 
 def _exit_reason(exitcode: int | None) -> str:
@@ -80,15 +55,14 @@ class Pool:
 
     def __init__(self, jobs: int = 2, timeout: float = 120, limits: Limits = Limits(), threads: int = 1):
         self.jobs, self.timeout, self.limits, self.threads = max(1, jobs), timeout, limits, threads
-        self.ctx = multiprocessing.get_context("forkserver")
-        self.ctx.set_forkserver_preload(PRELOAD)
+        self.ctx = forkserver.context()
         self.workdir = Path(tempfile.mkdtemp(prefix="grader-jobs-"))
         self.missing: list[str] = []
         self._lock = threading.Lock()
 
     def start(self) -> None:
         """Start the fork server now (it imports torch while the caller does other work)."""
-        start_fork_server()
+        forkserver.start()
 
     def close(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -100,9 +74,10 @@ class Pool:
         self.close()
 
     def judge(self, job: Job) -> Verdict:
-        from grader.boundary.proxy import judge_exercise  # torch and the specs: imported while the fork server starts
-        from grader.boundary.runner import exercises
-        from grader.boundary.confine import run_confined as run
+        # lazy: the checks' side (torch.distributed.tensor, the hidden specs) is imported by `load_checks`
+        # in a thread while the fork server starts, not with this module
+        from grader.boundary.proxy import judge_exercise
+        from grader.boundary.specs import exercises
 
         started = time.perf_counter()
         base = Path(tempfile.mkdtemp(dir=self.workdir))
@@ -120,9 +95,9 @@ class Pool:
                    "cells": cells, "timeout": self.timeout, "threads": self.threads, "cgroup": cgroup}
         verdict_copy = time.perf_counter() - started
         receive, send = self.ctx.Pipe(duplex=True)
-        proc = self.ctx.Process(target=run, args=(payload, send), daemon=True)
+        proc = self.ctx.Process(target=forkserver.run_child, args=(payload, send), daemon=True)
         verdict, reached, done, kept = Verdict(), 0, False, 0
-        start_fork_server()  # never the implicit start, which would hand the server this environment
+        forkserver.start()  # never the implicit start, which would hand the server this environment
         expired = threading.Event()
         deadline = threading.Timer(self.limits.submission_seconds, lambda: (expired.set(), proc.kill()))
         try:
@@ -219,99 +194,19 @@ class Pool:
         return verdicts
 
 
-# ----------------------------------------------------------------- verdicts into the notebook
+def load_checks(chapters: list[Chapter]) -> threading.Thread:
+    """Import the checks' side of judging (torch.distributed.tensor, the claims, the stand-ins' host)
+    and the chapters' hidden specs in a thread, while the pool's fork server starts: judging and
+    recording need them, and the grading process has nothing else to do meanwhile."""
+    def load():
+        # lazy: what `Pool.judge` imports, here in a thread while the fork server starts
+        import grader.boundary.proxy  # noqa: F401
+        from grader.boundary.specs import exercises
 
-# (student, assignment) -> (chapter, job cells, verdict), read by FillVerdict inside nbgrader's autograde
-VERDICTS: dict[tuple[str, str], tuple[Chapter, list[dict], Verdict]] = {}
+        for chapter in chapters:
+            with contextlib.suppress(Exception):  # a broken spec is reported where it is used
+                exercises(chapter.name)
 
-
-def _clean_outputs(outputs) -> list:
-    clean = []
-    for out in outputs if isinstance(outputs, list) else []:
-        if not isinstance(out, dict) or out.get("output_type") not in OUTPUT_TYPES:
-            continue
-        if out["output_type"] == "execute_result":
-            out = {**out, "execution_count": None, "metadata": {}}
-        try:
-            node = nbformat.from_dict(out)
-            nbformat.validator.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[node])]))
-        except Exception:  # noqa: BLE001 - a malformed output is dropped, never trusted
-            continue
-        clean.append(node)
-    return clean
-
-
-NOT_RERUN = "[not re-run while grading: no score depends on this cell; {what}]\n"
-
-
-def saved_outputs(saved) -> list:
-    """A cell the grading run left out (grader.classroom.skipping): the outputs the learner saved, and a note."""
-    outputs = _clean_outputs(saved)  # bounded when staged (grader.classroom.grading.bound_saved_outputs)
-    what = "the outputs below are from your own run" if outputs else "your notebook saved no outputs for it"
-    return [nbformat.v4.new_output("stream", name="stdout", text=NOT_RERUN.format(what=what)), *outputs]
-
-
-def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict | None, reason: str | None) -> list:
-    """A test cell's outputs: the report, then the partial credit (nbgrader reads it) or an error."""
-    from grader.boundary.runner import Result, exercises
-
-    spec = exercises(chapter.name).get(exercise)
-    result = Result(exercise, points)
-    if spec is None:
-        result.zero_reason = f"no hidden checks named {exercise!r}"
-    elif message is None:
-        result.zero_reason = reason or "this cell was not run"
-    else:
-        known = [c.description for c in spec.checks]
-        seen = set()
-        for description in message.get("passed") or []:
-            if description in known and description not in seen:
-                seen.add(description)
-                result.passed.append(description)
-        for item in message.get("failed") or []:
-            if isinstance(item, list) and len(item) == 2 and item[0] in known and item[0] not in seen:
-                seen.add(item[0])
-                result.failed.append((item[0], str(item[1])[:500]))
-        result.failed += [(d, "was not run") for d in known if d not in seen]
-        zero = message.get("zero_reason")
-        result.zero_reason = str(zero)[:500] if zero else None
-    outputs = [nbformat.v4.new_output("stream", name="stdout", text=result.report() + "\n")]
-    if result.score > 0:
-        outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(result.score)},
-                                              execution_count=None))
-    else:
-        why = result.zero_reason or f"{exercise}: no check passed"
-        outputs.append(nbformat.v4.new_output("error", ename="NoCredit", evalue=why, traceback=[f"NoCredit: {why}"]))
-    return outputs
-
-
-def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict: Verdict) -> None:
-    """Write the verdict into the notebook nbgrader sanitised (same cells, in the same order, as staged)."""
-    aligned = len(nb.cells) == len(cells)
-    reason = verdict.error
-    if not aligned:
-        reason = "the notebook's cells changed between staging and grading"
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        cell.execution_count = None
-        meta = cell.metadata.get("nbgrader", {})
-        grade_id = meta.get("grade_id", "")
-        message = verdict.cells.get(index) if aligned else None
-        if meta.get("grade") and not meta.get("solution") and grade_id.startswith("test_"):
-            cell.outputs = test_outputs(chapter, grade_id.removeprefix("test_"), float(meta.get("points", 0)),
-                                        message, reason)
-        elif message is None and aligned and "saved" in cells[index]:
-            cell.outputs = saved_outputs(cells[index]["saved"])
-        else:
-            cell.outputs = _clean_outputs(message.get("outputs")) if message else []
-
-
-class FillVerdict(NbGraderPreprocessor):
-    """nbgrader preprocessor used in place of Execute: the judge's verdict becomes the cells' outputs."""
-
-    def preprocess(self, nb, resources):
-        key = (resources["nbgrader"]["student"], resources["nbgrader"]["assignment"])
-        chapter, cells, verdict = VERDICTS[key]
-        fill(nb, chapter, cells, verdict)
-        return nb, resources
+    thread = threading.Thread(target=load, name="load-checks", daemon=True)
+    thread.start()
+    return thread

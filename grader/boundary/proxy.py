@@ -32,6 +32,7 @@ import torch.distributed.tensor  # noqa: F401 - torch.testing.assert_close impor
 import torch.nn as nn
 
 from grader.boundary import claims
+from grader.boundary.score import Result, forbidden_reason, run_each
 from grader.boundary.standin_host import StandInHost
 from grader.boundary.spec import Exercise, hidden_inputs, in_place_record
 from grader.boundary.wire import Codec, Endpoint, Lost, WireError, raw_from
@@ -315,8 +316,6 @@ def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0
 def evaluate(exercise: Exercise, conn, timeout: float, secret: int = 0):
     """Every check of `exercise`, run in this process against the object the child at `conn` holds;
     its hidden inputs drawn from `secret` (grader.boundary.spec.hidden_inputs), which stays here."""
-    from grader.boundary.runner import Result, forbidden_reason, run_each
-
     result = Result(exercise.name, exercise.points)
     with LOCK, torch.random.fork_rng(devices=[]), hidden_inputs(secret):
         session = Session(conn, timeout)

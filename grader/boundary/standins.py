@@ -14,12 +14,13 @@ answers, so they stay in the trusted process:
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn as nn
 
-from grader.boundary.wire import Endpoint
+if TYPE_CHECKING:
+    from grader.boundary.wire import Endpoint
 
 PLAIN = (type(None), bool, int, float, str)
 

@@ -7,7 +7,7 @@ each one's `Job` to the cluster, and records each verdict into the gradebook as 
 The trust boundary is the local one on every worker. A Dask worker process is trusted like the
 driver: it imports this repository's grader (installed, or on its PYTHONPATH), loads the hidden
 specs from there and judges the unit with its own grader.boundary.pool.Pool, the same code path as
-locally; the learner's cells run only in a sandboxed child forked there (grader.boundary.confine). What
+locally; the learner's cells run only in a sandboxed child forked there (grader.boundary.child). What
 travels: to the worker, the job's cells (plain text) and the chapter's release folder (what every
 learner has); back, the verdict as JSON text, never a pickled object of the learner's.
 Only the driver writes the gradebook.
@@ -31,9 +31,10 @@ from concurrent.futures import CancelledError
 from dataclasses import asdict
 from pathlib import Path
 
-from grader.chapters import REPO, Chapter
-from grader.boundary.pool import Job, Pool, Verdict
 from grader.boundary.confine import Limits
+from grader.boundary.pool import Pool
+from grader.boundary.unit import Job, Verdict, verdict_from_json, verdict_to_json
+from grader.chapters import REPO, Chapter
 
 CONNECT_SECONDS = 30  # to reach the scheduler, and for a first worker to join
 NO_WORKER_SECONDS = 120  # units wait this long for a worker when none is left, then are recorded failed
@@ -94,7 +95,7 @@ def judge_unit(unit: dict, release: dict[str, bytes]) -> str:
     chapter = Chapter(*unit["chapter"])
     pool = _worker_pool(unit["timeout"], unit["limits"], unit["threads"])
     job = Job(unit["key"], chapter, unit["cells"], _release_dir(chapter.assignment, release), unit.get("secret", 0))
-    return json.dumps(asdict(pool.judge(job)))
+    return verdict_to_json(pool.judge(job))
 
 
 def _passed(value):
@@ -107,18 +108,6 @@ def worker_facts() -> dict:
 
 
 # ------------------------------------------------------------------------------ on the driver
-
-def verdict_from_json(text: str) -> Verdict:
-    """A worker's verdict, as plain data; anything malformed makes it a failed unit, never a score."""
-    try:
-        data = json.loads(text)
-        cells = {int(index): message for index, message in data["cells"].items() if isinstance(message, dict)}
-        return Verdict(cells=cells, error=None if data["error"] is None else str(data["error"]),
-                       missing=[str(m) for m in data["missing"]][:5], seconds=float(data["seconds"]),
-                       timings=dict(data["timings"]))
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
-        return Verdict(error=f"the Dask worker sent an unreadable verdict ({type(err).__name__})")
-
 
 def failure_reason(err: BaseException) -> str:
     """Why a unit has no verdict, for the gradebook's record of a failed grading."""

@@ -18,7 +18,6 @@ import json
 import re
 import sys
 import tempfile
-import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +29,8 @@ from grader.boundary import seeds
 from grader.classroom import locks, skipping
 from grader.chapters import CHAPTERS, Chapter
 from grader.coursedir import CourseDir, database_of
-from grader.boundary.pool import Job, Pool, Verdict
+from grader.boundary.pool import Pool, load_checks
+from grader.boundary.unit import Job, Verdict
 from grader.classroom.recording import feedback_and_export, nbgrader_api, record, zero_grades
 from grader.boundary.confine import Limits
 from grader.classroom.submissions import (BadSubmission, grade_id_of, grade_ids, identify, identify_with_rule,
@@ -271,23 +271,6 @@ def _chapters_of(submissions: list[Submission]) -> list[Chapter]:
     return chapters
 
 
-def _load_specs(chapters: list[Chapter]) -> threading.Thread:
-    """Import the hidden specs (torch with them) and the trusted side of the checks in a thread, while
-    the pool's fork server starts: judging and recording need them, and this process has nothing
-    else to do meanwhile."""
-    def load():
-        import grader.boundary.proxy  # noqa: F401
-        from grader.boundary.runner import exercises
-
-        for chapter in chapters:
-            with contextlib.suppress(Exception):  # a broken spec is reported where it is used
-                exercises(chapter.name)
-
-    thread = threading.Thread(target=load, name="load-specs", daemon=True)
-    thread.start()
-    return thread
-
-
 def grade_all(course: CourseDir, submissions: list[Submission], released: dict, pool: Pool,
               progress: bool = True, rerun_all: bool = False, term=None,
               book: locks.Locks = locks.Locks(), reuse_secrets: bool = False,
@@ -341,7 +324,7 @@ def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: b
     with Pool(jobs=jobs, timeout=timeout, limits=limits) as pool, tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         pool.start()
         chapters = _chapters_of(submissions)
-        _load_specs(chapters)
+        load_checks(chapters)
         course = CourseDir(Path(tmp), chapters, timeout=timeout)
         released = _release_all(course, chapters, cached=True)
         grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, secret=secret)
@@ -399,7 +382,7 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
             term.fill_times(submissions)
         chapters = chapters or _chapters_of(submissions)
         pool.start()
-        _load_specs(chapters)
+        load_checks(chapters)
         own_file = Path(course_dir).resolve() / "gradebook.db"
         fresh = db_url is None and database_of(course_dir) == f"sqlite:///{own_file}" and not own_file.exists()
         course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)

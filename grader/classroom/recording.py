@@ -1,18 +1,36 @@
 """Recording with nbgrader: its autograde with the judge's verdict in place of execution, the
 gradebook's zero for a grading that failed, and feedback HTML and the CSV export (grader.classroom.grading
-calls these in the trusted process, one submission at a time)."""
+calls these in the trusted process, one submission at a time).
+
+`record` hands nbgrader the verdict through a file: it writes the submission's verdict into the course
+directory's `.grader-verdicts/`, which nbgrader's configuration names to `FillVerdict`, the preprocessor
+that stands in for nbgrader's Execute step and writes the verdict into the cells' outputs (the learner's
+outputs and figures, each test cell's report and partial credit), so nbgrader's gradebook, feedback and
+export record it. The file goes once nbgrader is done.
+"""
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import sys
 import threading
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import nbformat
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
+
+from grader.boundary.score import Result
+from grader.boundary.specs import exercises
+from grader.boundary.unit import Verdict, verdict_from_dict
 from grader.chapters import Chapter
+from grader.classroom.export import write_course_csv
+from grader.classroom.submissions import BadSubmission
 from grader.coursedir import CourseDir
-from grader.boundary.pool import VERDICTS, Verdict
 
 if TYPE_CHECKING:
     from grader.classroom.grading import Submission
@@ -136,14 +154,130 @@ def _feedback_exporter():
     return FeedbackHTMLExporter
 
 
+# ---------------------------------------------------------------- the verdict as the notebook's outputs
+
+OUTPUT_TYPES = {"stream", "display_data", "execute_result", "error"}
+VERDICTS = ".grader-verdicts"  # a folder of the course directory: the verdict nbgrader is recording
+
+
+def _clean_outputs(outputs) -> list:
+    clean = []
+    for out in outputs if isinstance(outputs, list) else []:
+        if not isinstance(out, dict) or out.get("output_type") not in OUTPUT_TYPES:
+            continue
+        if out["output_type"] == "execute_result":
+            out = {**out, "execution_count": None, "metadata": {}}
+        try:
+            node = nbformat.from_dict(out)
+            nbformat.validator.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[node])]))
+        except Exception:  # noqa: BLE001 - a malformed output is dropped, never trusted
+            continue
+        clean.append(node)
+    return clean
+
+
+NOT_RERUN = "[not re-run while grading: no score depends on this cell; {what}]\n"
+
+
+def saved_outputs(saved) -> list:
+    """A cell the grading run left out (grader.classroom.skipping): the outputs the learner saved, and a note."""
+    outputs = _clean_outputs(saved)  # bounded when staged (grader.classroom.grading.bound_saved_outputs)
+    what = "the outputs below are from your own run" if outputs else "your notebook saved no outputs for it"
+    return [nbformat.v4.new_output("stream", name="stdout", text=NOT_RERUN.format(what=what)), *outputs]
+
+
+def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict | None, reason: str | None) -> list:
+    """A test cell's outputs: the report, then the partial credit (nbgrader reads it) or an error."""
+    spec = exercises(chapter.name).get(exercise)
+    result = Result(exercise, points)
+    if spec is None:
+        result.zero_reason = f"no hidden checks named {exercise!r}"
+    elif message is None:
+        result.zero_reason = reason or "this cell was not run"
+    else:
+        known = [c.description for c in spec.checks]
+        seen = set()
+        for description in message.get("passed") or []:
+            if description in known and description not in seen:
+                seen.add(description)
+                result.passed.append(description)
+        for item in message.get("failed") or []:
+            if isinstance(item, list) and len(item) == 2 and item[0] in known and item[0] not in seen:
+                seen.add(item[0])
+                result.failed.append((item[0], str(item[1])[:500]))
+        result.failed += [(d, "was not run") for d in known if d not in seen]
+        zero = message.get("zero_reason")
+        result.zero_reason = str(zero)[:500] if zero else None
+    outputs = [nbformat.v4.new_output("stream", name="stdout", text=result.report() + "\n")]
+    if result.score > 0:
+        outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(result.score)},
+                                              execution_count=None))
+    else:
+        why = result.zero_reason or f"{exercise}: no check passed"
+        outputs.append(nbformat.v4.new_output("error", ename="NoCredit", evalue=why, traceback=[f"NoCredit: {why}"]))
+    return outputs
+
+
+def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict: Verdict) -> None:
+    """Write the verdict into the notebook nbgrader sanitised (same cells, in the same order, as staged)."""
+    aligned = len(nb.cells) == len(cells)
+    reason = verdict.error
+    if not aligned:
+        reason = "the notebook's cells changed between staging and grading"
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        cell.execution_count = None
+        meta = cell.metadata.get("nbgrader", {})
+        grade_id = meta.get("grade_id", "")
+        message = verdict.cells.get(index) if aligned else None
+        if meta.get("grade") and not meta.get("solution") and grade_id.startswith("test_"):
+            cell.outputs = test_outputs(chapter, grade_id.removeprefix("test_"), float(meta.get("points", 0)),
+                                        message, reason)
+        elif message is None and aligned and "saved" in cells[index]:
+            cell.outputs = saved_outputs(cells[index]["saved"])
+        else:
+            cell.outputs = _clean_outputs(message.get("outputs")) if message else []
+
+
+def verdict_file(folder: str | Path, student: str, assignment: str) -> Path:
+    """Where `record` leaves a submission's verdict for FillVerdict (named by a hash: any student id)."""
+    name = hashlib.sha256("\0".join((student, assignment)).encode()).hexdigest()[:32]
+    return Path(folder) / f"{name}.json"
+
+
+def write_verdict(path: Path, chapter: Chapter, cells: list[dict], verdict: Verdict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"chapter": [chapter.number, chapter.name], "cells": cells, "verdict": asdict(verdict)}))
+
+
+def read_verdict(path: Path) -> tuple[Chapter, list[dict], Verdict]:
+    data = json.loads(path.read_text())
+    return Chapter(*data["chapter"]), data["cells"], verdict_from_dict(data["verdict"])
+
+
+class FillVerdict(NbGraderPreprocessor):
+    """nbgrader preprocessor used in place of Execute: the judge's verdict becomes the cells' outputs.
+    `record` leaves the verdict of the submission nbgrader autogrades in `folder`, which nbgrader's
+    configuration names (`nbgrader_api`)."""
+
+    folder = Unicode("", help="where grader.classroom.recording.record leaves each verdict").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        chapter, cells, verdict = read_verdict(verdict_file(self.folder, resources["nbgrader"]["student"],
+                                                            resources["nbgrader"]["assignment"]))
+        fill(nb, chapter, cells, verdict)
+        return nb, resources
+
+
+# ---------------------------------------------------------------- nbgrader's steps
+
 def nbgrader_api(course: CourseDir, term=None):
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from traitlets.config import Config
-
-    from grader.boundary.pool import FillVerdict
 
     _shared_engines()
     config = Config()
@@ -152,6 +286,7 @@ def nbgrader_api(course: CourseDir, term=None):
     config.CourseDirectory.db_url = course.db_url
     config.Autograde.autograde_preprocessors = [FillVerdict, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
                                                 SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    config.FillVerdict.folder = str(course.root / VERDICTS)
     config.GenerateFeedback.exporter_class = _feedback_exporter()
     config.NbGraderAPI.log_level = "ERROR"
     if term is not None:
@@ -183,16 +318,15 @@ def record(course: CourseDir, api, submission: Submission) -> None:
     verdict = submission.verdict or Verdict(error=submission.error or "not graded")
     if submission.error:
         verdict.error = submission.error
-    VERDICTS[(submission.student, chapter.assignment)] = (chapter, submission.cells, verdict)
+    handed = verdict_file(course.root / VERDICTS, submission.student, chapter.assignment)
+    write_verdict(handed, chapter, submission.cells, verdict)  # FillVerdict reads it inside nbgrader's autograde
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's sessions
             outcome = api.autograde(chapter.assignment, submission.student, force=True, create=True)
     finally:
-        VERDICTS.pop((submission.student, chapter.assignment), None)
+        handed.unlink(missing_ok=True)
     if not outcome.get("success"):  # grader.classroom.grading then records the release with this reason
-        from grader.classroom.submissions import BadSubmission
-
         last = [ln for ln in (outcome.get("error") or "").strip().splitlines() if ln.strip()]
         raise BadSubmission("nbgrader autograde failed: " + (last[-1][:300] if last else "no reason given"))
     if verdict.error and not submission.error:
@@ -202,8 +336,6 @@ def record(course: CourseDir, api, submission: Submission) -> None:
 def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
     """nbgrader's generate_feedback for each chapter and its CSV export, in this process."""
     from nbgrader.api import Gradebook
-
-    from grader.classroom.export import write_course_csv
 
     api = nbgrader_api(course)
     with warnings.catch_warnings():

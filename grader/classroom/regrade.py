@@ -118,9 +118,9 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
     """Grade the chapter's kept submissions again; record the run in the history; return the changes."""
     from grader.classroom import locks
     from grader.coursedir import CourseDir
-    from grader.classroom.grading import _load_specs, _release_all, feedback_and_export, grade_all, locked
+    from grader.classroom.grading import _release_all, feedback_and_export, grade_all, locked
     from grader.classroom.intake import submission
-    from grader.boundary.pool import Pool
+    from grader.boundary.pool import Pool, load_checks
     from grader.boundary.confine import Limits
 
     root = Path(course_dir).resolve()
@@ -131,7 +131,7 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
     _keep_ungradable(root, chapter, submissions)
     with Pool(jobs=jobs, timeout=timeout, limits=limits or Limits()) as pool, locked(root):
         pool.start()
-        _load_specs([chapter])
+        load_checks([chapter])
         course = CourseDir(root, [chapter], db_url=db_url, timeout=timeout)
         with locks.shared(course.db_url) as book:  # as autograde: other graders may share the gradebook
             before = snapshot(course, chapter)

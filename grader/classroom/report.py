@@ -95,7 +95,7 @@ def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
         max_score = float(assignment.max_score)
     notes = load_notes(course_root).get(chapter.assignment, {})
     failed = {student: entry["error"] for student, entry in notes.items() if entry.get("error")}
-    from grader.boundary.runner import exercises
+    from grader.boundary.specs import exercises
 
     spec = {f"test_{name}": [c.description for c in ex.checks] for name, ex in exercises(chapter.name).items()}
     checks = {(exercise, check): [0, 0] for exercise, names in spec.items() for check in names}

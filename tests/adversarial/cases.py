@@ -161,10 +161,10 @@ CASES = [
     Case("honest-clone-softmax", cells(answers={"softmax": CLONE_SOFTMAX}), None),
     # replacing the grader or torch before the hidden tests run
     Case("sys-modules-runner", cells(answers={"softmax": None}, start=(
-        "import sys, types\nfake = types.ModuleType('grader.boundary.runner')\nfake.run_checks = lambda *a, **k: 1e9\n"
-        "sys.modules['grader.boundary.runner'] = fake")), 6.0),
+        "import sys, types\nfake = types.ModuleType('grader.runner')\nfake.run_checks = lambda *a, **k: 1e9\n"
+        "sys.modules['grader.runner'] = fake")), 6.0),
     Case("patch-runner", cells(answers={"softmax": None}, start=(
-        "try:\n    import grader.boundary.runner as r\n    r.run_checks = lambda *a, **k: 1e9\n    r.evaluate = None\n"
+        "try:\n    import grader.runner as r\n    r.run_checks = lambda *a, **k: 1e9\n    r.evaluate = None\n"
         "except ImportError:\n    pass")), 6.0),
     Case("input-transformer", cells(answers={"softmax": None}, start=(
         "get_ipython().input_transformers_post.append(\n"
