@@ -21,7 +21,8 @@ from nbgrader.api import Gradebook
 
 from grader.authoring import samples
 from grader.chapters import find_chapter
-from grader.classroom.grading import SAVED_BYTES, Submission, autograde_class, stage
+from grader.classroom.grading import SAVED_BYTES, autograde_class, stage
+from grader.classroom.submissions import Submission
 from grader.boundary.confine import Limits
 from grader.classroom.submissions import grade_ids, read_learner_notebook, repair
 
@@ -246,13 +247,15 @@ def test_an_lms_download_is_read_file_by_file(tmp_path, release):
     import zipfile
 
     from grader.classroom import lms
+    from grader.classroom.intake import find_submissions
 
     download = tmp_path / "download.zip"
     with zipfile.ZipFile(download, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("ann_2026-11-20T10:00:00_self_attention.ipynb", b" " * (30 * 2 ** 20))
         archive.writestr("bob_yesterday_self_attention.ipynb", nbformat.writes(samples.reference(CHAPTER)))
     pattern = r"(?P<student>[a-z]+)_(?P<timestamp>[^_]+)_(?P<file>.+)"
-    found, notes = lms.unpack(download, tmp_path / "lms", pattern)
+    notes = lms.unpack(download, tmp_path / "lms", pattern)
+    found = find_submissions(tmp_path / "lms")
     assert any(note.startswith("unmatched: bob_yesterday") for note in notes), notes
     (ann,) = found
     assert ann.path.stat().st_size == 30 * 2 ** 20 and ann.path.stat().st_blocks * 512 < 2 ** 20

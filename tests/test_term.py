@@ -21,7 +21,8 @@ from grader.classroom import export
 from grader.chapters import find_chapter
 from grader.cli import main
 from grader.authoring.demo import write_class
-from grader.classroom.grading import Submission, autograde_class
+from grader.classroom.grading import autograde_class
+from grader.classroom.submissions import Submission
 from grader.classroom.regrade import format_changes, regrade, undo
 from grader.classroom.report import write_report
 from grader.boundary.specs import exercises

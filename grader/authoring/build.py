@@ -17,8 +17,8 @@ from pathlib import Path
 
 import nbformat
 
-from grader.authoring.bundle import PACKAGES, folder_files, support_files
-from grader.chapters import Chapter
+from grader.authoring.bundle import folder_files, support_files
+from grader.chapters import RELEASE_PACKAGES, Chapter
 from grader.authoring.corpus import generated_files
 from grader.coursedir import CourseDir
 from grader.boundary.specs import exercises
@@ -132,10 +132,10 @@ def build(chapters: list[Chapter], check: bool = False) -> list[str]:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_text(text, encoding="utf-8")
         support = support_files(chapter)
-        stale += _sync(chapter.course_dir, support, list(PACKAGES), check)
+        stale += _sync(chapter.course_dir, support, list(RELEASE_PACKAGES), check)
         wanted = {chapter.notebook_name: _render(build_source_notebook(chapter)).encode()}
         for rel, path in folder_files(chapter.course_dir).items():
-            if rel != chapter.notebook_name and rel.split("/")[0] not in PACKAGES:
+            if rel != chapter.notebook_name and rel.split("/")[0] not in RELEASE_PACKAGES:
                 wanted[rel] = path.read_bytes()
         wanted.update(support)
         stale += _sync(chapter.source_dir, dict(sorted(wanted.items())), [], check)

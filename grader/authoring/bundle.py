@@ -28,7 +28,6 @@ import nbformat
 
 from grader.chapters import CHAPTERS, REPO, Chapter
 from grader.chapters import GENERATED_MARK as MARK  # the first line of every generated file
-from grader.chapters import RELEASE_PACKAGES as PACKAGES
 
 IGNORED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 ALL = "*"

@@ -59,7 +59,7 @@ def draw(root: Path, assignment: str, students: list[str], reuse: bool) -> dict[
 
 
 def for_submissions(root: Path, submissions: list, reuse: bool = False) -> dict[str, int]:
-    """Submission key -> secret, for submissions of any chapters (grader.classroom.grading.Submission)."""
+    """Submission key -> secret, for submissions of any chapters (grader.classroom.submissions.Submission)."""
     chosen = {}
     for assignment in sorted({s.chapter.assignment for s in submissions}):
         subs = [s for s in submissions if s.chapter.assignment == assignment]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.chapters import Chapter, find_chapter
+from grader.classroom.locks import sqlite_path
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_COLUMNS = ["First name", "Last name", "Username", "ID number", "Email address"]
@@ -87,8 +88,6 @@ def write_course_csv(gb, path: Path) -> None:
 
 def require_gradebook(db_url: str) -> None:
     """A SQLite gradebook that is not there is an error, not a new empty gradebook."""
-    from grader.classroom.locks import sqlite_path
-
     path = sqlite_path(db_url)
     if path is not None and not path.is_file():
         raise ValueError(f"no gradebook at {path}: grade the class first "

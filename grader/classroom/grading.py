@@ -13,28 +13,26 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import json
 import re
-import sys
 import tempfile
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import nbformat
 
 from grader.boundary import seeds
-
-from grader.classroom import locks, skipping
-from grader.chapters import CHAPTERS, Chapter
-from grader.coursedir import CourseDir, database_of
+from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool, load_checks
 from grader.boundary.unit import Job, Verdict
+from grader.chapters import CHAPTERS, Chapter
+from grader.classroom import locks, skipping
+from grader.classroom.cluster import DaskPool
+from grader.classroom.intake import gather
 from grader.classroom.recording import feedback_and_export, nbgrader_api, record, zero_grades
-from grader.boundary.confine import Limits
-from grader.classroom.submissions import (BadSubmission, grade_id_of, grade_ids, identify, identify_with_rule,
-                                read_learner_notebook, repair)
+from grader.classroom.report import save_notes
+from grader.coursedir import CourseDir, database_of
+from grader.classroom.submissions import (BadSubmission, Submission, grade_id_of, grade_ids, identify, identify_with_rule,
+                                          read_learner_notebook, repair, set_aside_duplicates)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the learner's own run
@@ -43,23 +41,6 @@ SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the
 # under 0.75 MB of figures and text in all (grader.classroom.submissions.MAX_NOTEBOOK_MB says how measured).
 SAVED_BYTES = 4 * 2 ** 20
 DROPPED = "[{size:.1f} MB of saved outputs dropped: over the grader's limit of {limit:g} MB per notebook]\n"
-
-
-@dataclass
-class Submission:
-    path: Path
-    student: str
-    chapter: Chapter | None = None
-    error: str | None = None
-    notes: list[str] = field(default_factory=list)
-    cells: list[dict] = field(default_factory=list)
-    verdict: Verdict | None = None
-    submitted_at: datetime | None = None  # from the exchange or the LMS; None when unknown
-    set_aside: bool = False  # another notebook of this learner and chapter is graded instead
-
-    @property
-    def key(self) -> str:
-        return f"{self.student}/{self.chapter.assignment if self.chapter else self.path.name}"
 
 
 def _test_ids(chapter: Chapter) -> dict[str, float]:
@@ -246,7 +227,7 @@ def result_of(course: CourseDir, submission: Submission) -> dict:
     return result
 
 
-def _release_all(course: CourseDir, chapters: list[Chapter], cached: bool = False) -> dict[str, nbformat.NotebookNode]:
+def release_all(course: CourseDir, chapters: list[Chapter], cached: bool = False) -> dict[str, nbformat.NotebookNode]:
     if cached:
         try:
             course.release_cached(chapters)
@@ -311,8 +292,6 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
     jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment, drawn.get(s.key, secret))
             for s in judged]
     pool.judge_all(jobs, progress=progress, done=lambda job, verdict: recorded(by_key[job.key], verdict))
-    from grader.classroom.report import save_notes
-
     save_notes(course, submissions)
 
 
@@ -326,7 +305,7 @@ def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: b
         chapters = _chapters_of(submissions)
         load_checks(chapters)
         course = CourseDir(Path(tmp), chapters, timeout=timeout)
-        released = _release_all(course, chapters, cached=True)
+        released = release_all(course, chapters, cached=True)
         grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, secret=secret)
         return [result_of(course, sub) for sub in submissions]
 
@@ -347,24 +326,6 @@ def format_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-@contextlib.contextmanager
-def locked(root: Path, name: str = ".grader-autograde.lock", what: str | None = None):
-    """One `grader autograde` at a time per course directory (or per `what`, locked by the file
-    `name` in `root`); a second one waits, and says so."""
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / name, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"grader: another autograde is using {what or root}; waiting for it to finish",
-                  file=sys.stderr, flush=True)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url: str | None = None,
                     jobs: int = 2, timeout: int = 120, chapters: list[Chapter] | None = None,
                     progress: bool = True, limits: Limits = Limits(), rerun_all: bool = False, term=None,
@@ -372,10 +333,7 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
     """Grade every `<student>/**/<chapter>.ipynb` (or an LMS download: grader.classroom.intake) into the gradebook,
     then feedback and grades.csv; judged by the local pool, or on the Dask cluster at `scheduler`
     (grader.classroom.cluster); `term` (grader.classroom.term.Term): due dates, extensions, the late policy."""
-    from grader.classroom.intake import gather
-    from grader.classroom.submissions import set_aside_duplicates
-
-    with locked(Path(course_dir).resolve()), _pool(scheduler, jobs, timeout, limits) as pool:
+    with locks.locked(Path(course_dir).resolve()), _pool(scheduler, jobs, timeout, limits) as pool:
         submissions, notes = gather(submissions_dir, course_dir, pattern)
         set_aside_duplicates(submissions)
         if term is not None:
@@ -388,7 +346,7 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
         course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
         with locks.shared(course.db_url) as book:
             with book.releasing():  # a new course directory may start from the cache
-                released = _release_all(course, chapters, cached=fresh)
+                released = release_all(course, chapters, cached=fresh)
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
                       book=book)
             feedback_and_export(course, chapters)
@@ -399,8 +357,6 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
 def _pool(scheduler: str | None, jobs: int, timeout: int, limits: Limits):
     if scheduler is None:
         return Pool(jobs=jobs, timeout=timeout, limits=limits)
-    from grader.classroom.cluster import DaskPool
-
     return DaskPool(scheduler, timeout=timeout, limits=limits)
 
 

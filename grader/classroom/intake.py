@@ -14,48 +14,13 @@ from __future__ import annotations
 
 import shutil
 import zipfile
-from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.classroom.grading import Submission
+from grader.classroom import lms
+from grader.classroom.submissions import TIMESTAMP_FILE, Submission, submission_time
 
-TIMESTAMP_FILE = "timestamp.txt"
 SECRET_FILE = "submission_secret.txt"  # nbgrader's key for releasing feedback to this submission
 ORIGINALS = "originals"
-
-
-def read_timestamp(path: Path) -> datetime:
-    """nbgrader's `timestamp.txt` ("2026-11-23 14:05:09.123456 UTC"), as an aware datetime. The file
-    comes with the learner's submission: only its first bytes are read, and anything else is a ValueError."""
-    try:
-        with path.open("rb") as handle:
-            text = handle.read(100).decode().strip()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not an nbgrader timestamp ({type(err).__name__})") from None
-    for suffix, fmt in ((" UTC", "%Y-%m-%d %H:%M:%S.%f"), (" UTC", "%Y-%m-%d %H:%M:%S"), ("", "%Y-%m-%d %H:%M:%S.%f%z")):
-        try:
-            stamp = datetime.strptime(text.removesuffix(suffix), fmt)
-        except ValueError:
-            continue
-        return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
-    raise ValueError(f"{path}: not an nbgrader timestamp: {text[:60]!r}")
-
-
-def write_timestamp(path: Path, when: datetime) -> None:
-    """The same format nbgrader's exchange writes."""
-    path.write_text(when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
-
-
-def submission_time(notebook: Path, student_dir: Path) -> datetime | None:
-    """The nearest `timestamp.txt` between the notebook's folder and the learner's folder."""
-    folder = notebook.parent
-    while True:
-        stamp = folder / TIMESTAMP_FILE
-        if stamp.is_file():
-            return read_timestamp(stamp)
-        if folder == student_dir or student_dir not in folder.parents:
-            return None
-        folder = folder.parent
 
 
 def submission(notebook: Path, student_dir: Path, student: str | None = None) -> Submission:
@@ -87,18 +52,22 @@ def find_submissions(folder: str | Path) -> list[Submission]:
 def gather(source: str | Path, course_dir: str | Path, pattern: str | None = None) -> tuple[list[Submission], list[str]]:
     """The submissions `grader autograde SOURCE --course-dir COURSE_DIR` grades, and notes for its summary
     (what was unpacked, unmatched or superseded)."""
-    from grader.classroom import lms
-
     source, root = Path(source), Path(course_dir).resolve()
     if source.is_file() and zipfile.is_zipfile(source):
-        return lms.unpack(source, root / "lms", pattern)
+        return _download(source, root, pattern)
     if not source.is_dir():
         raise ValueError(f"{source} is neither a folder of submissions nor a zip file of an LMS download")
     if pattern or lms.is_download(source):
-        return lms.unpack(source, root / "lms", pattern)
+        return _download(source, root, pattern)
     if source.resolve() == root / "submitted":
         return keep_originals(root)
     return find_submissions(source), []
+
+
+def _download(source: Path, root: Path, pattern: str | None) -> tuple[list[Submission], list[str]]:
+    """An LMS download, unpacked into the course directory's `lms/` as one folder per learner."""
+    notes = lms.unpack(source, root / "lms", pattern)
+    return find_submissions(root / "lms"), notes
 
 
 def _exchange_key(folder: Path) -> str | None:

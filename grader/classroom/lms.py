@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.classroom.grading import Submission
-from grader.classroom.submissions import MAX_NOTEBOOK_MB
+from grader.classroom.submissions import MAX_NOTEBOOK_MB, BadSubmission, identify_with_rule, write_timestamp
 
 CANVAS = re.compile(r"^(?P<student>[^_/]+?)(?P<late>_(?:LATE|late))?_(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>[^/]+)$")
 MOODLE = re.compile(r"^(?P<student>[^/]+?)_(?P<user>\d+)_assignsubmission_file[_/](?P<file>[^/]+)$")
@@ -131,11 +130,9 @@ def _copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[list[Submission], list[str]]:
-    """Unpack a download into `lms_dir/<student>/<assignment>/<notebook>`; the submissions and the notes."""
-    from grader.classroom.intake import find_submissions, write_timestamp
-    from grader.classroom.submissions import BadSubmission, identify_with_rule
-
+def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> list[str]:
+    """Unpack a download into `lms_dir/<student>/<assignment>/<notebook>` (one folder per learner, as
+    grader.classroom.intake reads it); the notes: what was unpacked, unmatched or superseded."""
     regex = compile_pattern(pattern) if pattern else None
     if source.resolve() == lms_dir.resolve() or lms_dir.resolve() in source.resolve().parents:
         raise ValueError(f"{source} is inside {lms_dir}, which grader rewrites: put the download elsewhere")
@@ -188,4 +185,4 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> tuple[lis
                 notes.append(f"late: {upload.name}: {LATE_WITHOUT_TIME}")
     notes.insert(0, f"LMS download {source}: {len(chosen)} submission(s) from {len({s for s, _ in chosen})} "
                     f"learner(s) unpacked into {lms_dir}")
-    return find_submissions(lms_dir), notes
+    return notes

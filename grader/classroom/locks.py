@@ -1,6 +1,6 @@
-"""Several graders writing one gradebook: what each must hold while it releases and records.
+"""The locks of the class: one grader at a time per course directory, and several graders on one gradebook.
 
-`grader autograde` already holds a lock on its course directory (grading.locked), so two runs on
+`grader autograde` (and `regrade`) hold a lock on its course directory (`locked`), so two runs on
 one course directory take turns. A gradebook can also be shared by course directories: a large
 class split into shards, each graded by its own `grader autograde --course-dir shard-N --db URL`.
 Then nbgrader's own steps race in the database: two processes creating the schema of a new
@@ -18,11 +18,30 @@ recording the same learner both create that learner's submission. So:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import sys
 from pathlib import Path
 
 RELEASE = "grader:release"
+
+
+@contextlib.contextmanager
+def locked(root: Path, name: str = ".grader-autograde.lock", what: str | None = None):
+    """One `grader autograde` at a time per course directory (or per `what`, locked by the file
+    `name` in `root`); a second one waits, and says so."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / name, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"grader: another autograde is using {what or root}; waiting for it to finish",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _key(name: str) -> int:
@@ -96,8 +115,6 @@ def _shown(db_url: str) -> str:
 @contextlib.contextmanager
 def shared(db_url: str):
     """The locks this run holds on its gradebook (see the module's docstring), for `with`."""
-    from grader.classroom.grading import locked
-
     path = sqlite_path(db_url)
     if path is not None:
         with locked(path.parent, f".{path.name}.grader-lock", what=f"the gradebook {path}"):

@@ -10,6 +10,7 @@ export record it. The file goes once nbgrader is done.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -18,7 +19,6 @@ import threading
 import warnings
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -29,11 +29,8 @@ from grader.boundary.specs import exercises
 from grader.boundary.unit import Verdict, verdict_from_dict
 from grader.chapters import Chapter
 from grader.classroom.export import write_course_csv
-from grader.classroom.submissions import BadSubmission
+from grader.classroom.submissions import BadSubmission, Submission
 from grader.coursedir import CourseDir
-
-if TYPE_CHECKING:
-    from grader.classroom.grading import Submission
 
 
 def _shared_engines() -> None:
@@ -326,6 +323,8 @@ def record(course: CourseDir, api, submission: Submission) -> None:
             outcome = api.autograde(chapter.assignment, submission.student, force=True, create=True)
     finally:
         handed.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the folder goes with its last file
+            handed.parent.rmdir()
     if not outcome.get("success"):  # grader.classroom.grading then records the release with this reason
         last = [ln for ln in (outcome.get("error") or "").strip().splitlines() if ln.strip()]
         raise BadSubmission("nbgrader autograde failed: " + (last[-1][:300] if last else "no reason given"))

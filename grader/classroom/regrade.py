@@ -13,7 +13,15 @@ import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
+from grader.boundary.confine import Limits
+from grader.boundary.pool import Pool, load_checks
 from grader.chapters import Chapter
+from grader.classroom import locks
+from grader.classroom.grading import grade_all, release_all
+from grader.classroom.intake import submission
+from grader.classroom.recording import feedback_and_export
+from grader.classroom.report import load_notes
+from grader.coursedir import CourseDir
 
 HISTORY = "history"
 
@@ -102,8 +110,6 @@ def _autograded_copy(course, chapter: Chapter, run: int, back: bool = False) -> 
 def _keep_ungradable(root: Path, chapter: Chapter, submissions: list) -> None:
     """A learner whose file could not be graded at all has the release staged in its place: it keeps
     its zero and its reason instead of being graded again as an untouched notebook."""
-    from grader.classroom.report import load_notes
-
     notes = load_notes(root).get(chapter.assignment, {})
     for sub in submissions:
         entry = notes.get(sub.student, {})
@@ -116,20 +122,13 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
             timeout: int = 120, progress: bool = False, reason: str = "", db_url: str | None = None,
             limits=None, rerun_all: bool = False) -> list[dict]:
     """Grade the chapter's kept submissions again; record the run in the history; return the changes."""
-    from grader.classroom import locks
-    from grader.coursedir import CourseDir
-    from grader.classroom.grading import _release_all, feedback_and_export, grade_all, locked
-    from grader.classroom.intake import submission
-    from grader.boundary.pool import Pool, load_checks
-    from grader.boundary.confine import Limits
-
     root = Path(course_dir).resolve()
     folders = sorted(p for p in (root / "submitted").glob(f"*/{chapter.assignment}") if p.is_dir())
     if not folders:
         raise ValueError(f"{root}: no submissions of {chapter.assignment} under submitted/ to grade again")
     submissions = [submission(f / chapter.notebook_name, f, f.parent.name) for f in folders]
     _keep_ungradable(root, chapter, submissions)
-    with Pool(jobs=jobs, timeout=timeout, limits=limits or Limits()) as pool, locked(root):
+    with Pool(jobs=jobs, timeout=timeout, limits=limits or Limits()) as pool, locks.locked(root):
         pool.start()
         load_checks([chapter])
         course = CourseDir(root, [chapter], db_url=db_url, timeout=timeout)
@@ -139,7 +138,7 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
             run = len(runs) + 1
             _autograded_copy(course, chapter, run)
             with book.releasing():
-                released = _release_all(course, [chapter])
+                released = release_all(course, [chapter])
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
                       book=book, reuse_secrets=True)
             regraded = snapshot(course, chapter)
@@ -164,11 +163,8 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
 
 def undo(course_dir: str | Path, chapter: Chapter, db_url: str | None = None) -> list[dict]:
     """Put back the scores (and autograded notebooks) from before the last regrade not yet undone."""
-    from grader.coursedir import CourseDir
-    from grader.classroom.grading import feedback_and_export, locked
-
     root = Path(course_dir).resolve()
-    with locked(root):
+    with locks.locked(root):
         course = CourseDir(root, [chapter], db_url=db_url)
         runs = _load_history(course, chapter)
         live = [r for r in runs if not r["undone"]]

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import nbformat
 
+from grader.boundary.specs import exercises
 from grader.chapters import Chapter
+from grader.classroom.export import require_gradebook
 from grader.coursedir import database_of
 
 NOTES_FILE = "grading-notes.json"
@@ -83,8 +85,6 @@ def check_results(notebook: Path, known: list[str] = ()) -> dict[str, dict[str, 
 def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
     from nbgrader.api import Gradebook, MissingEntry
 
-    from grader.classroom.export import require_gradebook
-
     require_gradebook(db_url)
     with Gradebook(db_url) as gb:
         try:
@@ -95,8 +95,6 @@ def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
         max_score = float(assignment.max_score)
     notes = load_notes(course_root).get(chapter.assignment, {})
     failed = {student: entry["error"] for student, entry in notes.items() if entry.get("error")}
-    from grader.boundary.specs import exercises
-
     spec = {f"test_{name}": [c.description for c in ex.checks] for name, ex in exercises(chapter.name).items()}
     checks = {(exercise, check): [0, 0] for exercise, names in spec.items() for check in names}
     failures: Counter = Counter()

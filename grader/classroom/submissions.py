@@ -1,4 +1,8 @@
-"""Reading submissions defensively: which chapter, is it a notebook, and repairing its graded cells.
+"""A submission, and reading it defensively: which chapter, when, is it a notebook, its graded cells repaired.
+
+`Submission` is what every step of the class passes along (intake finds them, grading stages, judges
+and records them, the term dates them, the report and a regrade read their notes); its time comes from
+nbgrader's `timestamp.txt` where the exchange (or the LMS) gave one, never from a file's mtime.
 
 nbgrader aborts a batch on a duplicated grade_id (#1083) and cannot grade a deleted test cell,
 so before autograde each submission is matched to the released notebook: graded cells it lost
@@ -17,11 +21,70 @@ import copy
 import functools
 import math
 import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
 
 from grader.chapters import CHAPTERS, Chapter, find_chapter
+
+if TYPE_CHECKING:
+    from grader.boundary.unit import Verdict
+
+TIMESTAMP_FILE = "timestamp.txt"
+
+
+@dataclass
+class Submission:
+    path: Path
+    student: str
+    chapter: Chapter | None = None
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    cells: list[dict] = field(default_factory=list)
+    verdict: Verdict | None = None
+    submitted_at: datetime | None = None  # from the exchange or the LMS; None when unknown
+    set_aside: bool = False  # another notebook of this learner and chapter is graded instead
+
+    @property
+    def key(self) -> str:
+        return f"{self.student}/{self.chapter.assignment if self.chapter else self.path.name}"
+
+
+def read_timestamp(path: Path) -> datetime:
+    """nbgrader's `timestamp.txt` ("2026-11-23 14:05:09.123456 UTC"), as an aware datetime. The file
+    comes with the learner's submission: only its first bytes are read, and anything else is a ValueError."""
+    try:
+        with path.open("rb") as handle:
+            text = handle.read(100).decode().strip()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not an nbgrader timestamp ({type(err).__name__})") from None
+    for suffix, fmt in ((" UTC", "%Y-%m-%d %H:%M:%S.%f"), (" UTC", "%Y-%m-%d %H:%M:%S"), ("", "%Y-%m-%d %H:%M:%S.%f%z")):
+        try:
+            stamp = datetime.strptime(text.removesuffix(suffix), fmt)
+        except ValueError:
+            continue
+        return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+    raise ValueError(f"{path}: not an nbgrader timestamp: {text[:60]!r}")
+
+
+def write_timestamp(path: Path, when: datetime) -> None:
+    """The same format nbgrader's exchange writes."""
+    path.write_text(when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+
+
+def submission_time(notebook: Path, student_dir: Path) -> datetime | None:
+    """The nearest `timestamp.txt` between the notebook's folder and the learner's folder."""
+    folder = notebook.parent
+    while True:
+        stamp = folder / TIMESTAMP_FILE
+        if stamp.is_file():
+            return read_timestamp(stamp)
+        if folder == student_dir or student_dir not in folder.parents:
+            return None
+        folder = folder.parent
 
 
 class BadSubmission(ValueError):

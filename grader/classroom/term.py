@@ -34,7 +34,7 @@ from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Float
 
 from grader.chapters import find_chapter
-from grader.classroom.intake import TIMESTAMP_FILE, write_timestamp
+from grader.classroom.submissions import TIMESTAMP_FILE, write_timestamp
 
 TERM_FILE = "term.toml"
 DAY = 86400.0
