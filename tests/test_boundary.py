@@ -1,12 +1,12 @@
 """The trusted side's answers to the sandboxed child (issue 29, sections 1 and 2): an explicit set of
 operations on objects handed out for the purpose, plain data back, and a check's objects never
 changed by the learner's code, whatever the child sends. Each attack runs inside a learner function
-in a forked child (grader.boundary.proxy.evaluate_in_child) and reports what got through."""
+in a forked child (tests.helpers.evaluate_in_child) and reports what got through."""
 import torch
 import torch.nn as nn
 
-from grader.boundary.proxy import evaluate_in_child
 from grader.boundary.spec import Exercise, changed_in_place
+from tests.helpers import evaluate_in_child
 
 ATTACKS = '''
 import gc

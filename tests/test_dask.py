@@ -20,6 +20,7 @@ from grader.chapters import find_chapter
 from grader.authoring.demo import write_class
 from grader.classroom.grading import autograde_class
 from grader.boundary.specs import exercises
+from tests.helpers import adversarial_expected
 from tests.adversarial.cases import CASES, Paths
 
 pytestmark = pytest.mark.integration
@@ -99,7 +100,7 @@ def test_a_mixed_class_scores_exactly_as_on_the_local_pool(cluster, tmp_path):
     by_student = {s: sum(v for (who, _), v in on_dask.items() if who == s) for s, _ in on_dask}
     assert by_student["ada"] == 8 and by_student["ben"] == 0 and 0 < by_student["cy"] < 8
     points = {name: ex.points for name, ex in exercises(CHAPTER.name).items()}
-    assert by_student["dee"] == samples.adversarial_expected(points)
+    assert by_student["dee"] == adversarial_expected(points)
     assert by_student["mallory"] == case.expected and by_student["eve"] == 0
     # The same table and notes (the course directories' own paths aside).
     assert local.replace("local-course", "COURSE").splitlines()[1:] == remote.replace("dask-course", "COURSE").splitlines()[1:]

@@ -2,7 +2,7 @@
 catalogued wrong implementation, and gives full marks to correct code written differently.
 
 Every submission goes the way a graded notebook goes: the checks run in this process, the
-learner's code in a forked child that answers their calls (grader.boundary.proxy.evaluate_in_child).
+learner's code in a forked child that answers their calls (tests.helpers.evaluate_in_child).
 The reference and the skeleton also go through the in-kernel `evaluate` that stock nbgrader's
 hidden cells call (grader.boundary.runner.run_checks).
 
@@ -14,10 +14,9 @@ import importlib
 import pytest
 
 from grader.chapters import CHAPTERS
-from grader.boundary.proxy import evaluate_in_child
 from grader.boundary.runner import evaluate
 from grader.boundary.specs import exercises
-from tests.helpers import reference_namespace, run_source, skeleton_namespace
+from tests.helpers import evaluate_in_child, reference_namespace, run_source, skeleton_namespace
 
 SPECS = [(c, name) for c in CHAPTERS for name in exercises(c.name)]
 

@@ -16,6 +16,7 @@ from grader.chapters import CHAPTERS, find_chapter
 from grader.authoring.demo import write_class
 from grader.classroom.grading import autograde_class
 from grader.boundary.specs import exercises
+from tests.helpers import adversarial_expected
 
 
 def points(chapter):
@@ -24,7 +25,7 @@ def points(chapter):
 
 def expected_scores(chapter):
     total = sum(points(chapter).values())
-    return {"ada": total, "ben": 0.0, "dee": samples.adversarial_expected(points(chapter))}
+    return {"ada": total, "ben": 0.0, "dee": adversarial_expected(points(chapter))}
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.authoring import samples
 from grader.chapters import find_chapter
 from grader.coursedir import database_of
 from grader.authoring.demo import write_class
 from grader.boundary.specs import exercises
+from tests.helpers import adversarial_expected
 
 pytestmark = pytest.mark.integration
 CHAPTER = find_chapter("02")
@@ -90,7 +90,7 @@ def inbox(tmp_path_factory):
 
 def expected_scores() -> dict[str, float]:
     points = {name: ex.points for name, ex in exercises(CHAPTER.name).items()}
-    return {"ada": sum(points.values()), "ben": 0.0, "dee": samples.adversarial_expected(points), "eve": 0.0}
+    return {"ada": sum(points.values()), "ben": 0.0, "dee": adversarial_expected(points), "eve": 0.0}
 
 
 def start(inbox: Path, course: Path, db: str | None) -> subprocess.Popen:

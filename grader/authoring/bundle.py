@@ -85,8 +85,8 @@ def check_image_links(chapter: Chapter) -> None:
         target = (chapter.course_dir / link).resolve()
         if not target.is_relative_to(chapter.course_dir.resolve()):
             raise ValueError(f"{chapter.notebook_name} shows {link}, outside its folder: a released chapter "
-                             f"carries its figures. Run `python images/move_figures.py` (it moves them to "
-                             f"{chapter.assignment}/images/ and rewrites the links)")
+                             f"carries its figures (draw them into {chapter.assignment}/images/, link them as "
+                             "images/<file>)")
         if not target.is_file():
             raise ValueError(f"{chapter.notebook_name} shows {link}, which does not exist")
 

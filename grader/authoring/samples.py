@@ -86,11 +86,6 @@ def adversarial(chapter: Chapter) -> nbformat.NotebookNode:
     return nb
 
 
-def adversarial_expected(points: dict[str, float]) -> float:
-    """What `adversarial` must score: everything but the first two exercises."""
-    return sum(list(points.values())[2:])
-
-
 def corrupt(chapter: Chapter) -> str:
     text = nbformat.writes(reference(chapter))
     return text[: len(text) // 2]

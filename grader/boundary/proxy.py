@@ -24,7 +24,6 @@ What the checks see is what they saw when they ran beside the learner's code:
 from __future__ import annotations
 
 import threading
-import traceback
 from typing import Any
 
 import torch
@@ -41,10 +40,6 @@ GRACE = 15  # seconds past the time limit before a silent child counts as lost
 # One exercise is judged at a time in this process: checks seed torch's global generator, which
 # all threads share.
 LOCK = threading.Lock()
-
-
-class CheckTimeout(Exception):
-    """The learner's code ran past the time limit during a check."""
 
 
 class Foreign:
@@ -277,40 +272,6 @@ def judge_exercise(exercise: Exercise, conn, timeout: float, secret: int = 0) ->
     """Every check of `exercise`, run here against the child's object; the verdict as plain data."""
     result = evaluate(exercise, conn, timeout, secret)
     return {"passed": result.passed, "failed": [list(f) for f in result.failed], "zero_reason": result.zero_reason}
-
-
-def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0, secret: int = 0):
-    """`evaluate` against a forked child that serves `namespace` (no sandbox): how the tests put
-    every catalogued submission through the same path as a graded notebook."""
-    import multiprocessing
-    import os
-
-    from grader.boundary.serve import Server
-    from grader.boundary.forbid import in_sandbox
-
-    ours, theirs = multiprocessing.Pipe(duplex=True)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 0
-        try:
-            ours.close()
-            torch.set_num_threads(1)  # a thread pool the parent used does not survive fork
-            Server(theirs, namespace, in_sandbox).serve()
-        except BaseException:  # noqa: BLE001
-            traceback.print_exc()
-            code = 1
-        finally:
-            os._exit(code)
-    theirs.close()
-    try:
-        return evaluate(exercise, ours, timeout, secret)
-    finally:
-        ours.close()
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
 
 
 def evaluate(exercise: Exercise, conn, timeout: float, secret: int = 0):

@@ -161,23 +161,6 @@ def plot_training(losses: list[float], rates: list[float]):
     return fig
 
 
-def plot_cross_attention(weights: torch.Tensor, src_ids, out_ids, title: str = "cross-attention", ax=None):
-    """Heatmap of one example's cross-attention weights (T, S): rows are decoder positions (the token
-    each row PREDICTS is written on the left), columns are source tokens."""
-    weights = weights.detach().cpu()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(4.2, 4.2))
-    sns.heatmap(weights.float().numpy(), ax=ax, cmap="viridis", vmin=0, cbar=False,
-                xticklabels=[token_name(int(i)) for i in src_ids],
-                yticklabels=[token_name(int(i)) for i in out_ids])
-    ax.tick_params(labelsize=9)
-    ax.tick_params(axis="y", rotation=0)
-    ax.set_xlabel("source token (key)")
-    ax.set_ylabel("token being predicted (query)")
-    ax.set_title(title, fontsize=10)
-    return ax
-
-
 @contextlib.contextmanager
 def recording_attention(modules: dict[str, torch.nn.Module]):
     """While the block runs, keep the weights each attention module returns: name -> (B, H, T, S).
