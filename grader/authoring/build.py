@@ -18,12 +18,11 @@ from pathlib import Path
 import nbformat
 
 from grader.authoring.bundle import folder_files, support_files
-from grader.chapters import RELEASE_PACKAGES, Chapter
+from grader.chapters import RELEASE_PACKAGES, TEST_PREFIX, Chapter, exercise_of, is_test_cell
 from grader.authoring.corpus import generated_files
 from grader.coursedir import CourseDir
 from grader.boundary.specs import exercises
 
-TEST_PREFIX = "test_"
 HIDDEN_TEST = '''\
 # Hidden tests for `{name}` run here when your notebook is graded ({points:g} point{plural}).
 ### BEGIN HIDDEN TESTS
@@ -71,8 +70,8 @@ def build_source_notebook(chapter: Chapter) -> nbformat.NotebookNode:
         if meta.get("solution"):
             cell.source = solution_source(chapter, grade_id)
             solved.append(grade_id)
-        elif meta.get("grade"):
-            name = grade_id.removeprefix(TEST_PREFIX)
+        elif is_test_cell(cell):
+            name = exercise_of(cell)
             if name not in specs:
                 raise ValueError(f"{chapter.notebook_name}: test cell {grade_id} has no spec in grader/boundary/specs")
             meta["points"] = specs[name].points

@@ -7,7 +7,7 @@ import sys
 
 import nbformat
 
-from grader.chapters import REPO, Chapter
+from grader.chapters import REPO, Chapter, exercise_of, is_test_cell
 
 
 def _solutions(chapter: Chapter) -> dict[str, str]:
@@ -78,11 +78,11 @@ def adversarial(chapter: Chapter) -> nbformat.NotebookNode:
     wrapper = NOISY_CLASS if answers[names[2]].lstrip().startswith("class") else NOISY_FUNCTION
     answers[names[2]] += NOISY.format(name=names[2], wrapper=wrapper.format(name=names[2]))
     nb = with_answers(chapter, answers)
-    tests = {c.metadata.nbgrader["grade_id"]: c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
-    tests[f"test_{names[1]}"].source = "1e9  # claim every point"
-    nb.cells.remove(tests[f"test_{names[2]}"])
+    tests = {exercise_of(c): c for c in nb.cells if is_test_cell(c)}
+    tests[names[1]].source = "1e9  # claim every point"
+    nb.cells.remove(tests[names[2]])
     if len(names) > 3:
-        nb.cells.append(copy.deepcopy(tests[f"test_{names[3]}"]))
+        nb.cells.append(copy.deepcopy(tests[names[3]]))
     return nb
 
 

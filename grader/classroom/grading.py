@@ -24,7 +24,7 @@ from grader.boundary import seeds
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool, load_checks
 from grader.boundary.unit import Job, Verdict
-from grader.chapters import CHAPTERS, Chapter
+from grader.chapters import CHAPTERS, Chapter, exercise_of, is_test_cell
 from grader.classroom import locks, skipping
 from grader.classroom.cluster import DaskPool
 from grader.classroom.intake import gather
@@ -46,8 +46,7 @@ DROPPED = "[{size:.1f} MB of saved outputs dropped: over the grader's limit of {
 def _test_ids(chapter: Chapter) -> dict[str, float]:
     """grade_id -> points of the test cells, as the learner notebook (the release) records them."""
     nb = nbformat.read(chapter.course_notebook, as_version=4)
-    return {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")}
+    return {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"] for c in nb.cells if is_test_cell(c)}
 
 
 def _cell_error(outputs: list) -> str | None:
@@ -78,11 +77,11 @@ def job_cells(nb: nbformat.NotebookNode, released: nbformat.NotebookNode, rerun_
     (whatever the submission holds there), locked cells the release's text, code cells as written.
     Unless `rerun_all`, course-authored cells no score depends on are left out (grader.classroom.skipping);
     they keep the outputs the learner saved (`saved`)."""
-    tests, locked, course_sources = set(), {}, []
+    tests, locked, course_sources = {}, {}, []  # grade_id -> the exercise a test cell tests, or the locked text
     for cell in released.cells:
         meta = cell.metadata.get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
-            tests.add(meta["grade_id"])
+        if is_test_cell(cell):
+            tests[meta["grade_id"]] = exercise_of(cell)
         elif meta.get("locked") and cell.cell_type == "code":
             locked[meta["grade_id"]] = cell.source
         if cell.cell_type == "code" and not meta.get("solution") and not meta.get("grade"):
@@ -92,7 +91,7 @@ def job_cells(nb: nbformat.NotebookNode, released: nbformat.NotebookNode, rerun_
         grade_id = grade_id_of(cell)
         solution = bool(grade_id and cell.metadata.nbgrader.get("solution"))
         if grade_id in tests:
-            cells.append({"kind": "test", "exercise": grade_id.removeprefix("test_")})
+            cells.append({"kind": "test", "exercise": tests[grade_id]})
         elif grade_id in locked:
             cells.append({"kind": "code", "source": locked[grade_id]})
         elif cell.cell_type == "code" or solution:
@@ -204,8 +203,7 @@ def result_of(course: CourseDir, submission: Submission) -> dict:
         outputs = {}
         if graded.exists():
             nb = nbformat.read(graded, as_version=4)
-            outputs = {c.metadata.nbgrader["grade_id"]: c.get("outputs", []) for c in nb.cells
-                       if c.metadata.get("nbgrader", {}).get("grade")}
+            outputs = {c.metadata.nbgrader["grade_id"]: c.get("outputs", []) for c in nb.cells if is_test_cell(c)}
         with Gradebook(course.db_url) as gb:
             try:
                 notebook = gb.find_submission_notebook(chapter.name, chapter.assignment, submission.student)

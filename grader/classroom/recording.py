@@ -27,7 +27,7 @@ from traitlets import Unicode
 from grader.boundary.score import Result
 from grader.boundary.specs import exercises
 from grader.boundary.unit import Verdict, verdict_from_dict
-from grader.chapters import Chapter
+from grader.chapters import Chapter, exercise_of, is_test_cell
 from grader.classroom.export import write_course_csv
 from grader.classroom.submissions import BadSubmission, Submission
 from grader.coursedir import CourseDir
@@ -97,8 +97,7 @@ def _learner_view(nb):
 
     nb, seen = copy.deepcopy(nb), set()
     for cell in nb.cells:
-        grading = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.get("cell_type") == "code" and grading.get("grade") and not grading.get("solution"):
+        if cell.get("cell_type") == "code" and is_test_cell(cell):
             cell.outputs = [out for out in cell.get("outputs", []) if _shown(out, seen)]
     return nb
 
@@ -225,12 +224,11 @@ def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict
         if cell.cell_type != "code":
             continue
         cell.execution_count = None
-        meta = cell.metadata.get("nbgrader", {})
-        grade_id = meta.get("grade_id", "")
+        exercise = exercise_of(cell)
         message = verdict.cells.get(index) if aligned else None
-        if meta.get("grade") and not meta.get("solution") and grade_id.startswith("test_"):
-            cell.outputs = test_outputs(chapter, grade_id.removeprefix("test_"), float(meta.get("points", 0)),
-                                        message, reason)
+        if exercise is not None:
+            cell.outputs = test_outputs(chapter, exercise, float(cell.metadata.nbgrader.get("points", 0)), message,
+                                        reason)
         elif message is None and aligned and "saved" in cells[index]:
             cell.outputs = saved_outputs(cells[index]["saved"])
         else:

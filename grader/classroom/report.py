@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 
 from grader.boundary.specs import exercises
-from grader.chapters import Chapter
+from grader.chapters import TEST_PREFIX, Chapter, is_test_cell
 from grader.classroom.export import require_gradebook
 from grader.coursedir import database_of
 
@@ -63,10 +63,9 @@ def check_results(notebook: Path, known: list[str] = ()) -> dict[str, dict[str, 
     nb = nbformat.read(notebook, as_version=4)
     results = {}
     for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if not (meta.get("grade") and not meta.get("solution")):
+        if not is_test_cell(cell):
             continue
-        checks = results.setdefault(meta["grade_id"], {})
+        checks = results.setdefault(cell.metadata.nbgrader["grade_id"], {})
         text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
         for line in text.splitlines():
             found = CHECK_LINE.match(line)
@@ -95,7 +94,7 @@ def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
         max_score = float(assignment.max_score)
     notes = load_notes(course_root).get(chapter.assignment, {})
     failed = {student: entry["error"] for student, entry in notes.items() if entry.get("error")}
-    spec = {f"test_{name}": [c.description for c in ex.checks] for name, ex in exercises(chapter.name).items()}
+    spec = {TEST_PREFIX + name: [c.description for c in ex.checks] for name, ex in exercises(chapter.name).items()}
     checks = {(exercise, check): [0, 0] for exercise, names in spec.items() for check in names}
     failures: Counter = Counter()
     unfinished: Counter = Counter()
