@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import zlib
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -61,6 +62,28 @@ def collect(namespace: dict) -> dict[str, Exercise]:
     return {v.name: v for v in namespace.values() if isinstance(v, Exercise)}
 
 
+# ---------------------------------------------------------------- forbidden library routines
+# What exercises forbid (`Exercise.forbidden`), by family, for the chapters to combine. Where two
+# routines reach one kernel, the first listed names it in the reason a learner reads
+# (grader.boundary.forbid.kernels_of), so a chapter's combination keeps its order.
+SOFTMAX = ("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "torch.special.softmax",
+           "torch.log_softmax", "torch.nn.functional.log_softmax", "torch.Tensor.log_softmax",
+           "torch.special.log_softmax")
+LAYER_NORM = ("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nn.LayerNorm.forward")
+RMS_NORM = ("torch.nn.RMSNorm.forward", "torch.nn.functional.rms_norm")
+GELU = ("torch.nn.functional.gelu",)
+LOSSES = ("torch.nn.functional.cross_entropy", "torch.nn.functional.kl_div")
+SCALED_DOT_PRODUCT = ("torch.nn.functional.scaled_dot_product_attention",)
+MULTI_HEAD_FUNCTION = ("torch.nn.functional.multi_head_attention_forward",)
+MULTI_HEAD_MODULE = ("torch.nn.MultiheadAttention.forward",)
+MULTI_HEAD_ATTENTION = MULTI_HEAD_MODULE + MULTI_HEAD_FUNCTION + SCALED_DOT_PRODUCT
+ENCODER_LAYER = ("torch.nn.TransformerEncoderLayer.forward",)
+DECODER_LAYER = ("torch.nn.TransformerDecoderLayer.forward",)
+ENCODER = ENCODER_LAYER + ("torch.nn.TransformerEncoder.forward",)
+DECODER = DECODER_LAYER + ("torch.nn.TransformerDecoder.forward",)
+TRANSFORMER = ("torch.nn.Transformer.forward",) + DECODER + ENCODER
+
+
 # The secret of the exercise being judged. Every hidden input is drawn from a check's own seed mixed
 # with it, so what a learner's code records while one submission is graded (and prints into its
 # feedback) says nothing about the inputs of the next grading. 0 means the seeds as written: the
@@ -111,6 +134,23 @@ def documented_shapes(module: torch.nn.Module, names: set) -> dict[str, tuple[in
         raise AssertionError(f"missing parameters {missing[:4]}{' ...' if len(missing) > 4 else ''}; "
                              f"found {sorted(params)[:6]} ...")
     return {name: tuple(params[name].shape) for name in sorted(names)}
+
+
+def random_weights(module: torch.nn.Module, names: set, seed: int) -> dict:
+    """Seeded values for every documented parameter (each seeded by its own name, so the
+    order in which the learner created the layers does not matter); loaded into `module`."""
+    state = {}
+    for name, shape in documented_shapes(module, names).items():
+        g = seeded_by_name(name, seed)
+        if "norm" in name:
+            value = (1.0 if name.endswith("weight") else 0.0) + 0.2 * torch.randn(shape, generator=g)
+        elif len(shape) == 2:
+            value = torch.randn(shape, generator=g) / math.sqrt(shape[1])
+        else:
+            value = 0.1 * torch.randn(shape, generator=g)
+        state[name] = value
+    module.load_state_dict(state, strict=False)
+    return state
 
 
 def randn(*shape: int, seed: int) -> torch.Tensor:

@@ -17,19 +17,8 @@ import torch.nn.functional as F
 from grader.boundary.spec import (Exercise, assert_raises_value_error, assert_tensor, fix_dropout, manual_seed, randn,
                          seeded)
 from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
+from grader.boundary.spec import ENCODER, LAYER_NORM, MULTI_HEAD_FUNCTION, MULTI_HEAD_MODULE  # the routines this chapter forbids
 from solutions.multi_head_attention import MultiHeadAttention
-
-LAYER_NORM_ROUTINES = (
-    "torch.nn.functional.layer_norm",
-    "torch.layer_norm",
-    "torch.nn.LayerNorm.forward",
-)
-ENCODER_ROUTINES = (
-    "torch.nn.TransformerEncoderLayer.forward",
-    "torch.nn.TransformerEncoder.forward",
-    "torch.nn.MultiheadAttention.forward",
-    "torch.nn.functional.multi_head_attention_forward",
-)
 
 
 # ---------------------------------------------------------------- correct pieces, written here
@@ -186,7 +175,7 @@ def count(module: nn.Module) -> int:
 
 
 # ---------------------------------------------------------------- layer_norm
-layer_norm = Exercise("layer_norm", points=3, forbidden=LAYER_NORM_ROUTINES)
+layer_norm = Exercise("layer_norm", points=3, forbidden=LAYER_NORM)
 
 
 @layer_norm.check("matches F.layer_norm on a (2, 3, 8) input with random weight and bias")
@@ -259,7 +248,7 @@ def _(fn):
 
 
 # ---------------------------------------------------------------- LayerNorm
-LayerNorm = Exercise("LayerNorm", points=2, forbidden=LAYER_NORM_ROUTINES,
+LayerNorm = Exercise("LayerNorm", points=2, forbidden=LAYER_NORM,
                      stand_ins={"layer_norm": layer_norm_stand_in})
 
 
@@ -473,7 +462,7 @@ def _(cls):
 # ---------------------------------------------------------------- EncoderLayer
 LAYER_STAND_INS = {"LayerNorm": LayerNormStandIn, "PositionwiseFeedForward": FeedForwardStandIn,
                    "MultiHeadAttention": MultiHeadAttention}
-EncoderLayer = Exercise("EncoderLayer", points=4, forbidden=ENCODER_ROUTINES, stand_ins=LAYER_STAND_INS)
+EncoderLayer = Exercise("EncoderLayer", points=4, forbidden=ENCODER + MULTI_HEAD_MODULE + MULTI_HEAD_FUNCTION, stand_ins=LAYER_STAND_INS)
 
 
 @EncoderLayer.check("submodules self_attn (W_q, W_k, W_v, W_o), ffn (linear1, linear2), norm1, norm2 "
@@ -584,7 +573,7 @@ def _(cls):
 
 
 # ---------------------------------------------------------------- Encoder
-Encoder = Exercise("Encoder", points=3, forbidden=ENCODER_ROUTINES,
+Encoder = Exercise("Encoder", points=3, forbidden=ENCODER + MULTI_HEAD_MODULE + MULTI_HEAD_FUNCTION,
                    stand_ins={"EncoderLayer": EncoderLayerStandIn, "LayerNorm": LayerNormStandIn})
 
 

@@ -14,23 +14,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.boundary.spec import (Exercise, assert_raises_value_error, assert_tensor, documented_shapes, fix_dropout,
-                         load_torch_attention, manual_seed, randn, seeded, seeded_by_name)
+from grader.boundary.spec import (Exercise, assert_raises_value_error, assert_tensor, fix_dropout, load_torch_attention,
+                                  manual_seed, random_weights, randn, seeded)
 from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
+from grader.boundary.spec import LOSSES, MULTI_HEAD_ATTENTION, TRANSFORMER  # the routines this chapter forbids
 from solutions.add_and_norm import PositionwiseFeedForward
 from solutions.multi_head_attention import MultiHeadAttention
-
-ATTENTION_ROUTINES = (
-    "torch.nn.Transformer.forward",
-    "torch.nn.TransformerDecoderLayer.forward",
-    "torch.nn.TransformerDecoder.forward",
-    "torch.nn.TransformerEncoderLayer.forward",
-    "torch.nn.TransformerEncoder.forward",
-    "torch.nn.MultiheadAttention.forward",
-    "torch.nn.functional.multi_head_attention_forward",
-    "torch.nn.functional.scaled_dot_product_attention",
-)
-LOSS_ROUTINES = ("torch.nn.functional.cross_entropy", "torch.nn.functional.kl_div")
 
 
 # ---------------------------------------------------------------- correct pieces, written here
@@ -90,23 +79,6 @@ def transformer_names(num_layers):
         names |= encoder_layer_names(f"encoder.layers.{i}.")
         names |= decoder_layer_names(f"decoder.{i}.")
     return names
-
-
-def random_weights(module: nn.Module, names: set, seed: int) -> dict:
-    """Seeded values for every documented parameter (each seeded by its own name, so the
-    order in which the learner created the layers does not matter); loaded into `module`."""
-    state = {}
-    for name, shape in documented_shapes(module, names).items():
-        g = seeded_by_name(name, seed)
-        if "norm" in name:
-            value = (1.0 if name.endswith("weight") else 0.0) + 0.2 * torch.randn(shape, generator=g)
-        elif len(shape) == 2:
-            value = torch.randn(shape, generator=g) / math.sqrt(shape[1])
-        else:
-            value = 0.1 * torch.randn(shape, generator=g)
-        state[name] = value
-    module.load_state_dict(state, strict=False)
-    return state
 
 
 def _copy_rest(torch_layer: nn.Module, state: dict, prefix: str, norms: int) -> None:
@@ -249,7 +221,7 @@ def _(fn):
 
 
 # ---------------------------------------------------------------- DecoderLayer
-DecoderLayer = Exercise("DecoderLayer", points=4, forbidden=ATTENTION_ROUTINES)
+DecoderLayer = Exercise("DecoderLayer", points=4, forbidden=TRANSFORMER + MULTI_HEAD_ATTENTION)
 
 D_, H_, FF_ = 16, 4, 24
 
@@ -367,7 +339,7 @@ def _(cls):
 
 
 # ---------------------------------------------------------------- Transformer
-Transformer = Exercise("Transformer", points=4, forbidden=ATTENTION_ROUTINES, stand_ins={
+Transformer = Exercise("Transformer", points=4, forbidden=TRANSFORMER + MULTI_HEAD_ATTENTION, stand_ins={
     "DecoderLayer": DecoderLayerStandIn, "causal_mask": causal_stand_in, "padding_mask": padding_stand_in})
 
 V_, TD_, TH_, TFF_, TN_ = 11, 8, 2, 20, 2  # vocabulary, d_model, heads, d_ff, layers
@@ -688,7 +660,7 @@ def _(fn):
 
 
 # ---------------------------------------------------------------- label_smoothed_loss
-label_smoothed_loss = Exercise("label_smoothed_loss", points=3, forbidden=LOSS_ROUTINES,
+label_smoothed_loss = Exercise("label_smoothed_loss", points=3, forbidden=LOSSES,
                                stand_ins={"label_smoothing_distribution": lambda t, C, eps: smoothed_oracle(t, C, eps)})
 
 

@@ -21,14 +21,7 @@ import torch.nn.functional as F
 from grader.boundary.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, fix_dropout, manual_seed,
                          mixed, randn, seeded, seeded_by_name)
 from grader.boundary.spec import changed_in_place, kept  # in-place changes are judged by the in-place rule only
-
-ATTENTION_ROUTINES = (
-    "torch.nn.functional.scaled_dot_product_attention",
-    "torch.nn.functional.multi_head_attention_forward",
-    "torch.nn.MultiheadAttention.forward",
-    "torch.nn.TransformerDecoderLayer.forward",
-    "torch.nn.TransformerEncoderLayer.forward",
-)
+from grader.boundary.spec import DECODER_LAYER, ENCODER_LAYER, MULTI_HEAD_FUNCTION, MULTI_HEAD_MODULE, SCALED_DOT_PRODUCT  # the routines this chapter forbids
 
 
 # ---------------------------------------------------------------- correct pieces, written here
@@ -194,7 +187,8 @@ def unpack(result, what):
 
 
 # ---------------------------------------------------------------- GPT
-GPT = Exercise("GPT", points=6, forbidden=ATTENTION_ROUTINES,
+GPT = Exercise("GPT", points=6,
+               forbidden=SCALED_DOT_PRODUCT + MULTI_HEAD_FUNCTION + MULTI_HEAD_MODULE + DECODER_LAYER + ENCODER_LAYER,
                stand_ins={"generate": generate_stand_in, "sample_next_token": sample_stand_in})
 
 

@@ -15,16 +15,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.boundary.spec import Exercise, assert_raises_value_error, assert_tensor, randn, seeded
+from grader.boundary.spec import Exercise, assert_raises_value_error, assert_tensor, random_weights, randn, seeded
 from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
-from grader.boundary.specs.decoder_masking import random_weights
-
-ATTENTION_ROUTINES = (
-    "torch.nn.MultiheadAttention.forward",
-    "torch.nn.functional.multi_head_attention_forward",
-    "torch.nn.functional.scaled_dot_product_attention",
-)
-RMSNORM_ROUTINES = ("torch.nn.RMSNorm.forward", "torch.nn.functional.rms_norm")
+from grader.boundary.spec import MULTI_HEAD_ATTENTION, RMS_NORM  # the routines this chapter forbids
 
 
 # ---------------------------------------------------------------- oracles and correct pieces, written here
@@ -175,7 +168,7 @@ def on_meta(get) -> bool:
 
 
 # ---------------------------------------------------------------- RMSNorm
-RMSNorm = Exercise("RMSNorm", points=2, forbidden=RMSNORM_ROUTINES)
+RMSNorm = Exercise("RMSNorm", points=2, forbidden=RMS_NORM)
 
 
 def loaded_norm(cls, D, eps, seed):
@@ -468,7 +461,7 @@ def _(fn):
 
 
 # ---------------------------------------------------------------- GroupedQueryAttention
-GroupedQueryAttention = Exercise("GroupedQueryAttention", points=4, forbidden=ATTENTION_ROUTINES,
+GroupedQueryAttention = Exercise("GroupedQueryAttention", points=4, forbidden=MULTI_HEAD_ATTENTION,
                                  stand_ins=ROPE_STAND_INS)
 
 
@@ -581,7 +574,7 @@ def _(cls):
 
 
 # ---------------------------------------------------------------- LlamaBlock
-LlamaBlock = Exercise("LlamaBlock", points=3, forbidden=ATTENTION_ROUTINES + RMSNORM_ROUTINES, stand_ins={
+LlamaBlock = Exercise("LlamaBlock", points=3, forbidden=MULTI_HEAD_ATTENTION + RMS_NORM, stand_ins={
     "RMSNorm": RMSNormStandIn, "GroupedQueryAttention": GQAStandIn, "SwiGLUFeedForward": SwiGLUStandIn,
     **ROPE_STAND_INS})
 

@@ -13,13 +13,8 @@ import torch.nn.functional as F
 
 from grader.boundary.spec import (Exercise, assert_pair, assert_raises_value_error, assert_tensor, load_torch_attention,
                          randn)
+from grader.boundary.spec import MULTI_HEAD_ATTENTION  # the routines this chapter forbids
 from solutions.self_attention import scaled_dot_product_attention
-
-MHA_ROUTINES = (
-    "torch.nn.MultiheadAttention.forward",
-    "torch.nn.functional.multi_head_attention_forward",
-    "torch.nn.functional.scaled_dot_product_attention",
-)
 
 
 # ---------------------------------------------------------------- correct pieces, written here
@@ -167,7 +162,7 @@ def _(fn):
 
 # ---------------------------------------------------------------- MultiHeadAttention
 
-MultiHeadAttention = Exercise("MultiHeadAttention", points=4, forbidden=MHA_ROUTINES, stand_ins={
+MultiHeadAttention = Exercise("MultiHeadAttention", points=4, forbidden=MULTI_HEAD_ATTENTION, stand_ins={
     "split_heads": split_stand_in, "merge_heads": merge_stand_in,
     "scaled_dot_product_attention": scaled_dot_product_attention})
 

@@ -7,21 +7,13 @@ import torch.nn.functional as F
 
 from grader.boundary.spec import Exercise, assert_pair, assert_raises_value_error, assert_tensor, randn
 from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
+from grader.boundary.spec import MULTI_HEAD_FUNCTION, SCALED_DOT_PRODUCT, SOFTMAX  # the routines this chapter forbids
 
-SOFTMAX_ROUTINES = (
-    "torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "torch.special.softmax",
-    "torch.log_softmax", "torch.nn.functional.log_softmax", "torch.Tensor.log_softmax",
-    "torch.special.log_softmax",
-)
-ATTENTION_ROUTINES = (
-    "torch.nn.functional.scaled_dot_product_attention",
-    "torch.nn.functional.multi_head_attention_forward",
-)
 
-softmax = Exercise("softmax", points=2, forbidden=SOFTMAX_ROUTINES)
+softmax = Exercise("softmax", points=2, forbidden=SOFTMAX)
 scaled_dot_product_attention = Exercise("scaled_dot_product_attention", points=3,
-                                        forbidden=ATTENTION_ROUTINES)
-SelfAttention = Exercise("SelfAttention", points=3, forbidden=ATTENTION_ROUTINES)
+                                        forbidden=SCALED_DOT_PRODUCT + MULTI_HEAD_FUNCTION)
+SelfAttention = Exercise("SelfAttention", points=3, forbidden=SCALED_DOT_PRODUCT + MULTI_HEAD_FUNCTION)
 
 
 # ---------------------------------------------------------------- softmax
