@@ -1,11 +1,18 @@
-"""`grader`: build, release, grade, autograde and demo (see the README's instructor path)."""
+"""`grader`: build, release, grade, autograde and demo (see the README's instructor path).
+
+Each command imports its room of the grader when it runs (the imports marked `# lazy:`): `grader
+--help` and `grader build` never load torch or nbgrader's applications, and `grader grade` starts the
+fork server, which imports torch, before this process imports nbgrader.
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from grader.boundary import forkserver
+from grader.boundary.confine import Limits  # no torch: a few ctypes and os calls
 from grader.chapters import CHAPTERS, find_chapter
 
 
@@ -38,7 +45,7 @@ def cmd_release(args) -> int:
 
 def cmd_grade(args) -> int:
     forkserver.start()  # it imports torch while this process imports nbgrader
-    from grader.classroom.grading import format_table, grade_paths
+    from grader.classroom.grading import format_table, grade_paths  # lazy: start-up
 
     try:
         results = grade_paths(args.paths, timeout=args.timeout, jobs=args.jobs, limits=_limits(args),
@@ -50,11 +57,11 @@ def cmd_grade(args) -> int:
 
 
 def cmd_autograde(args) -> int:
-    from grader.classroom.term import load_term
+    from grader.classroom.term import load_term  # lazy: start-up
 
     term = load_term(args.course_dir, args.term, args.submitted_at)  # a bad term file stops before grading
     forkserver.start()
-    from grader.classroom.grading import autograde_class
+    from grader.classroom.grading import autograde_class  # lazy: start-up
 
     try:
         summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
@@ -68,13 +75,13 @@ def cmd_autograde(args) -> int:
 
 
 def cmd_regrade(args) -> int:
-    from grader.classroom.regrade import format_changes, regrade, undo
+    from grader.classroom.regrade import format_changes, regrade, undo  # lazy: start-up
 
     chapter = find_chapter(args.chapter)
     if args.undo:
         print(format_changes(undo(args.course_dir, chapter, db_url=args.db), chapter))
         return 0
-    from grader.classroom.term import load_term
+    from grader.classroom.term import load_term  # lazy: start-up
 
     term = load_term(args.course_dir, args.term)
     forkserver.start()
@@ -89,17 +96,15 @@ def cmd_regrade(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from grader.classroom.report import write_report
+    from grader.classroom.report import write_report  # lazy: start-up
 
     print(f"wrote {write_report(args.course_dir, find_chapter(args.chapter), args.output, db_url=args.db)}")
     return 0
 
 
 def cmd_export(args) -> int:
-    from pathlib import Path
-
-    from grader.classroom import export
-    from grader.coursedir import database_of
+    from grader.classroom import export  # lazy: start-up
+    from grader.coursedir import database_of  # lazy: start-up (nbgrader)
 
     db_url = args.db or database_of(args.course_dir)
     result = export.build(db_url, [find_chapter(c) for c in args.chapters], Path(args.roster), args.lms, args.match,
@@ -111,14 +116,10 @@ def cmd_export(args) -> int:
 
 
 def _limits(args):
-    from grader.boundary.confine import Limits
-
     return Limits(memory_mb=args.memory_mb, cpu_seconds=args.cpu_seconds, submission_seconds=args.submission_timeout)
 
 
 def _sandbox_options(p) -> None:
-    from grader.boundary.confine import Limits  # no torch: a few ctypes and os calls
-
     p.add_argument("--timeout", type=int, default=120, help="seconds per cell")
     p.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="memory one submission may use")
     p.add_argument("--cpu-seconds", type=int, default=Limits.cpu_seconds, help="CPU time one submission may use")
@@ -129,13 +130,13 @@ def _sandbox_options(p) -> None:
 
 
 def cmd_demo(args) -> int:
-    from grader.authoring.demo import run_demo
+    from grader.authoring.demo import run_demo  # lazy: start-up
 
     return run_demo(args.course_dir, chapters=_chapters(args.chapters))
 
 
 def build_mod():
-    from grader.authoring import build
+    from grader.authoring import build  # lazy: start-up (nbgrader)
 
     return build
 

@@ -1,6 +1,6 @@
-"""The confined side of grading: run one submission's cells in a freshly forked, sandboxed child.
+"""Child side: run one submission's cells in a freshly forked, sandboxed child.
 
-This module is preloaded by the pool's fork server (torch, IPython and matplotlib imported once;
+This module is preloaded by the fork server (grader.boundary.forkserver: torch, IPython and matplotlib imported once;
 never the hidden specs, the answers or the course package); every submission then runs in a child
 forked from it, so nothing leaks between learners. The child confines itself (grader.boundary.confine: with
 namespaces the cells run in a grandchild, PID 1 of its own PID namespace), forgets the `grader`

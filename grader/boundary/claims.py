@@ -1,4 +1,4 @@
-"""What a learner object claims to be, confirmed by what it does.
+"""Trusted side: what a learner object claims to be, confirmed by what it does.
 
 A learner object lives in the sandboxed child; the trusted side sees it as a `grader.boundary.proxy.Remote`
 whose class mirrors the classes the child says it derives from. The child can say anything, so the

@@ -1,4 +1,4 @@
-"""Confine the process that runs learner code (called in a freshly forked child, before any of it runs).
+"""Child side: confine the process that runs learner code (in a freshly forked child, before any of it runs).
 
 What a confined process gets, each part on its own so that a machine without one still gets the rest:
 

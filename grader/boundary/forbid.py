@@ -1,4 +1,4 @@
-"""Recording the library routines an exercise forbids, while its checks run the learner's code.
+"""Child side (and the kernel, in the stock-nbgrader route): record the library routines an exercise forbids.
 
 A routine is forbidden by its *kernel* where it has one of its own: a `TorchDispatchMode` sees every
 ATen operator the learner's code reaches, whatever Python spelling led there (`F.softmax`,

@@ -1,4 +1,4 @@
-"""The stock-nbgrader route's copy of the judge's rule on in-place changes.
+"""Kernel side (the stock-nbgrader route): the judge's rule on in-place changes, in the learner's kernel.
 
 Where the judge runs the checks (grader.boundary.proxy), the learner's code gets copies of a check's
 tensors in the sandboxed child, and what it changes in place is recorded, never written back. In

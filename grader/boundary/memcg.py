@@ -1,4 +1,4 @@
-"""A memory cgroup per submission, where this machine lets the grader make one.
+"""Both sides: a memory cgroup per submission (the trusted side makes it, the child joins it), where allowed.
 
 RLIMIT_AS bounds the address space a child maps, not the memory it holds: pages of a tmpfs or a
 memfd outlive their mapping. A memory cgroup is the kernel's own count of all of it (anonymous

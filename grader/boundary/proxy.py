@@ -1,4 +1,4 @@
-"""The trusted side of a hidden check: the exercise's checks run here, on proxies of learner objects.
+"""Trusted side: a hidden check runs here, on proxies of the learner objects the sandboxed child holds.
 
 `judge_exercise` runs every check of one exercise in this (trusted) process. The learner's object
 is a `Remote`: calling it, reading its attributes or iterating it sends a plain request to the

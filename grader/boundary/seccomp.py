@@ -1,4 +1,4 @@
-"""The sandboxed child's seccomp filter (grader.boundary.confine): what the kernel refuses it, whatever it runs.
+"""Child side: its seccomp filter (grader.boundary.confine), what the kernel refuses it whatever it runs.
 
 No new processes (fork, vfork, clone without CLONE_THREAD: a fork bomb or a shell command fails
 with PermissionError, threads still work), no sockets but Unix ones, and no memory that RLIMIT_AS

@@ -1,4 +1,4 @@
-"""The secret each submission's hidden inputs are drawn from (grader.boundary.spec.hidden_inputs), kept with its grade.
+"""Trusted side: the secret each submission's hidden inputs are drawn from (spec.hidden_inputs), kept with its grade.
 
 The hidden checks mix every seed they use with a secret. `grader autograde` draws a fresh one per
 submission, so the inputs a learner's code recorded while it was graded (and printed into its

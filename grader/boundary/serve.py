@@ -1,6 +1,6 @@
-"""The sandboxed side of a hidden check: learner objects answer the trusted grader's calls.
+"""Child side: while a hidden check runs, the learner's objects answer the trusted grader's calls.
 
-While a test cell is judged, the child runs `serve`: the trusted process (grader.boundary.proxy) runs the
+While a test cell is judged, the child runs `Server.serve`: the trusted process (grader.boundary.proxy) runs the
 exercise's checks and sends plain calls ("call this object with these tensors", "read this
 attribute", "backpropagate this gradient"); the child runs them on the learner's objects and sends
 back plain data (grader.boundary.wire). Nothing here knows a check, an expected value or a reference answer.

@@ -1,4 +1,8 @@
-"""How hidden tests are written: an Exercise holds named checks; helpers compare plain tensors."""
+"""Trusted side (and the kernel, in the stock-nbgrader route): how hidden tests are written.
+
+An Exercise holds named checks; helpers compare plain tensors, draw hidden inputs from a secret and
+judge in-place changes; the library routines exercises forbid are named here once.
+"""
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,4 @@
-"""The trusted side of the stand-ins (grader.boundary.standins): it builds them, runs their forward passes
+"""Trusted side: the stand-ins' host (grader.boundary.standins has the child's half): it builds them, runs their forward passes
 and answers their backward passes, for the sandboxed child.
 
 The rule of that answer (issue 29): the trusted side serves a small, explicit set of operations

@@ -1,4 +1,4 @@
-"""Stand-ins across the trust boundary: the child's half.
+"""Child side: stand-ins across the trust boundary, the child's half.
 
 An exercise's checks put correct versions of the other exercises it builds on into the learner's
 namespace (`Exercise.stand_ins`), so a mistake costs points once. Those correct versions are

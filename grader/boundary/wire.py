@@ -1,4 +1,4 @@
-"""Plain data across the trust boundary: the codec and the two-way RPC both sides of grading speak.
+"""Both sides: plain data across the trust boundary, the codec and the two-way RPC both sides speak.
 
 A message is one JSON header (`Connection.send_bytes`) followed by the raw bytes of each tensor it
 carries, one frame each: little-endian values in row-major order, with dtype and shape in the
