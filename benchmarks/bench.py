@@ -15,8 +15,8 @@ from pathlib import Path
 import nbformat
 
 from grader.authoring import samples
-from grader.chapters import CHAPTERS, find_chapter
 from grader.authoring.execute import execute_source
+from grader.chapters import CHAPTERS, find_chapter
 
 
 def main(keys: list[str]) -> None:

@@ -25,7 +25,6 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from grader.authoring import samples
-
 from grader.boundary import seeds
 from grader.chapters import find_chapter
 from grader.coursedir import CourseDir
@@ -78,7 +77,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-stock", action="store_true")
     parser.add_argument("--repeat", type=int, default=3, help="runs of the cold `grader grade` and of `import torch`")
-    parser.add_argument("--secret", type=int, default=1, help="the hidden inputs' secret of both routes (grader.boundary.seeds)")
+    parser.add_argument("--secret", type=int, default=1,
+                        help="the hidden inputs' secret of both routes (grader.boundary.seeds)")
     args = parser.parse_args()
     # One secret for both routes, so that "same scores" compares like with like: `grader autograde`
     # otherwise draws one per submission, and a wrong answer's partial score depends on the inputs.
@@ -104,7 +104,8 @@ def main() -> None:
         inbox = tmp / "inbox"
         count = write_class(inbox, chapters, args.students)
         print(f"class: {args.students} students x {len(chapters)} chapters = {count} notebooks, --jobs {args.jobs}")
-        ours_s = seconds(grader + ["autograde", str(inbox), "--course-dir", str(tmp / "ours"), "--jobs", str(args.jobs)])
+        ours_s = seconds(grader
+                         + ["autograde", str(inbox), "--course-dir", str(tmp / "ours"), "--jobs", str(args.jobs)])
         per = ours_s / count
         print(f"`grader autograde`:                      {ours_s:6.1f} s  ({per:.2f} s per notebook, release, "
               "feedback and export included)")
@@ -113,7 +114,8 @@ def main() -> None:
         small = tmp / "inbox-one"
         first = sorted(inbox.iterdir())[0]
         shutil.copytree(first, small / first.name)
-        small_s = seconds(grader + ["autograde", str(small), "--course-dir", str(tmp / "ours-one"), "--jobs", str(args.jobs)])
+        small_s = seconds(grader
+                          + ["autograde", str(small), "--course-dir", str(tmp / "ours-one"), "--jobs", str(args.jobs)])
         marginal = max(ours_s - small_s, 0.0) / max(count - len(chapters), 1)
         print(f"`grader autograde` of one student:       {small_s:6.1f} s  -> each further notebook {marginal:.2f} s")
         if not args.no_stock:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers, from a checkout
 
-from grader.boundary import forbid  # noqa: E402
-from grader.boundary.specs import exercises  # noqa: E402
-from grader.chapters import CHAPTERS, find_chapter  # noqa: E402
-from tests.helpers import evaluate_in_child, reference_namespace  # noqa: E402
+from grader.boundary import forbid
+from grader.boundary.specs import exercises
+from grader.chapters import CHAPTERS, find_chapter
+from tests.helpers import evaluate_in_child, reference_namespace
 
 
 @contextlib.contextmanager

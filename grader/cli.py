@@ -124,7 +124,8 @@ def _sandbox_options(p) -> None:
     p.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="memory one submission may use")
     p.add_argument("--cpu-seconds", type=int, default=Limits.cpu_seconds, help="CPU time one submission may use")
     p.add_argument("--submission-timeout", type=int, default=Limits.submission_seconds,
-                   help="seconds of wall clock one whole submission may take (its cells judged by then keep their scores)")
+                   help="seconds of wall clock one whole submission may take (its cells judged by then keep their "
+                        "scores)")
     p.add_argument("--rerun-all", action="store_true",
                    help="also re-run the course's demo and experiment cells no score depends on (same scores, slower)")
 
@@ -176,21 +177,24 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("autograde", help="grade a class (one folder per student, or an LMS download) into a gradebook")
-    p.add_argument("submissions", help="one folder per student, nbgrader's submitted/, or an LMS download (zip or folder)")
+    p.add_argument("submissions",
+                   help="one folder per student, nbgrader's submitted/, or an LMS download (zip or folder)")
     p.add_argument("--pattern", default=None,
                    help="LMS file names: a regex with the named groups student and optional file, timestamp")
     _class_options(p)
     p.add_argument("--submitted-at", default=None,
                    help="submission time (ISO 8601, UTC unless a zone is given) for notebooks with no timestamp.txt")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                   help="grade on this dask.distributed cluster (its workers import this grader; README: Beyond one machine)")
+                   help="grade on this dask.distributed cluster (its workers import this grader; README: Beyond one "
+                        "machine)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_autograde)
 
     p = sub.add_parser("regrade", help="grade a chapter again for the class; show old -> new per learner")
     p.add_argument("chapter")
     _class_options(p)
-    p.add_argument("--never-lower", action="store_true", help="keep a learner's old scores where the new total is lower")
+    p.add_argument("--never-lower", action="store_true",
+                   help="keep a learner's old scores where the new total is lower")
     p.add_argument("--undo", action="store_true", help="put back the scores from before the last regrade")
     p.add_argument("--reason", default="", help="why (kept in the history)")
     _sandbox_options(p)

@@ -20,11 +20,10 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.authoring import samples
+from grader.boundary.confine import Limits
 from grader.chapters import find_chapter
 from grader.classroom.grading import SAVED_BYTES, autograde_class, stage
-from grader.classroom.submissions import Submission
-from grader.boundary.confine import Limits
-from grader.classroom.submissions import grade_ids, read_learner_notebook, repair
+from grader.classroom.submissions import Submission, grade_ids, read_learner_notebook, repair
 
 CHAPTER = find_chapter("02")
 SEED = 29
@@ -73,7 +72,8 @@ def mutate_cells(rng: random.Random, nb: dict) -> None:
     cell = some_cell(rng, nb)
     choice = rng.randrange(4)
     if choice == 0 and isinstance(nb.get("cells"), list):
-        nb["cells"].insert(rng.randrange(len(nb["cells"]) + 1), rng.choice([1, "cell", [], None, [{"cell_type": "code"}]]))
+        nb["cells"].insert(rng.randrange(len(nb["cells"]) + 1),
+                           rng.choice([1, "cell", [], None, [{"cell_type": "code"}]]))
     elif choice == 1:
         cell["outputs"] = rng.choice([[1, 2], [{"output_type": "nope"}], [{"output_type": "stream"}], "out", {"a": 1}])
     elif choice == 2:

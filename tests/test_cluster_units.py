@@ -8,11 +8,11 @@ import time
 from dataclasses import asdict
 from types import SimpleNamespace
 
+from grader.boundary.unit import Verdict, verdict_from_json
 from grader.chapters import CHAPTERS
 from grader.classroom.cluster import failure_reason
-from grader.coursedir import CourseDir
 from grader.classroom.locks import shared
-from grader.boundary.unit import Verdict, verdict_from_json
+from grader.coursedir import CourseDir
 
 
 def _set_up_repeatedly(root: str, times: int, errors) -> None:
@@ -35,7 +35,8 @@ def test_processes_setting_up_one_course_directory_at_once(tmp_path):
         p.join(120)
     assert errors.empty(), errors.get()
     for chapter in CHAPTERS:
-        copied = {p.relative_to(tmp_path / "source" / chapter.assignment) for p in (tmp_path / "source" / chapter.assignment).rglob("*") if p.is_file()}
+        copied = {p.relative_to(tmp_path / "source" / chapter.assignment)
+                  for p in (tmp_path / "source" / chapter.assignment).rglob("*") if p.is_file()}
         expected = {p.relative_to(chapter.source_dir) for p in chapter.source_dir.rglob("*")
                     if p.is_file() and "__pycache__" not in p.parts}
         assert copied == expected, chapter

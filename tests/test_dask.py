@@ -16,12 +16,12 @@ from nbgrader.api import Gradebook
 
 import grader.classroom.cluster
 from grader.authoring import samples
-from grader.chapters import find_chapter
 from grader.authoring.demo import write_class
-from grader.classroom.grading import autograde_class
 from grader.boundary.specs import exercises
-from tests.helpers import adversarial_expected
+from grader.chapters import find_chapter
+from grader.classroom.grading import autograde_class
 from tests.adversarial.cases import CASES, Paths
+from tests.helpers import adversarial_expected
 
 pytestmark = pytest.mark.integration
 CHAPTER = find_chapter("02")
@@ -103,7 +103,8 @@ def test_a_mixed_class_scores_exactly_as_on_the_local_pool(cluster, tmp_path):
     assert by_student["dee"] == adversarial_expected(points)
     assert by_student["mallory"] == case.expected and by_student["eve"] == 0
     # The same table and notes (the course directories' own paths aside).
-    assert local.replace("local-course", "COURSE").splitlines()[1:] == remote.replace("dask-course", "COURSE").splitlines()[1:]
+    assert (local.replace("local-course", "COURSE").splitlines()[1:]
+            == remote.replace("dask-course", "COURSE").splitlines()[1:])
     # Both workers judged units, each with its own grading pool (grader.classroom.cluster's per-process pool).
     assert all(cluster.client.run(lambda: bool(grader.classroom.cluster._POOLS)).values())
 

@@ -2,9 +2,9 @@
 is spelled or captured, while the checks' own oracles, which call the same routines, are not."""
 import pytest
 
-from grader.chapters import find_chapter
 from grader.boundary.runner import evaluate
 from grader.boundary.specs import exercises
+from grader.chapters import find_chapter
 from tests.helpers import reference_namespace, run_source
 
 CHAPTER = find_chapter("02")

@@ -13,9 +13,9 @@ import importlib
 
 import pytest
 
-from grader.chapters import CHAPTERS
 from grader.boundary.runner import evaluate
 from grader.boundary.specs import exercises
+from grader.chapters import CHAPTERS
 from tests.helpers import evaluate_in_child, reference_namespace, run_source, skeleton_namespace
 
 SPECS = [(c, name) for c in CHAPTERS for name in exercises(c.name)]

@@ -188,7 +188,8 @@ def figures() -> str:
     one = {n: min(c) for c in loops for n in c}  # each cycle counted as one module
     condensed = {}
     for n, targets in every.items():
-        condensed.setdefault(one.get(n, n), set()).update(one.get(t, t) for t in targets if one.get(t, t) != one.get(n, n))
+        condensed.setdefault(one.get(n, n), set()).update(one.get(t, t) for t in targets
+                                                          if one.get(t, t) != one.get(n, n))
     inside = [t for m in modules.values() for t in m.in_functions]
     statements = {(m.name, line) for m in modules.values() for _, line, _ in m.in_functions}
     return "\n".join([

@@ -10,12 +10,11 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.authoring import samples
-
-from grader.boundary import seeds
-from grader.chapters import CHAPTERS, find_chapter
 from grader.authoring.demo import write_class
-from grader.classroom.grading import autograde_class
+from grader.boundary import seeds
 from grader.boundary.specs import exercises
+from grader.chapters import CHAPTERS, find_chapter
+from grader.classroom.grading import autograde_class
 from tests.helpers import adversarial_expected
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.chapters import find_chapter
-from grader.coursedir import database_of
 from grader.authoring.demo import write_class
 from grader.boundary.specs import exercises
+from grader.chapters import find_chapter
+from grader.coursedir import database_of
 from tests.helpers import adversarial_expected
 
 pytestmark = pytest.mark.integration
@@ -143,7 +143,8 @@ def test_two_runs_on_one_course_and_one_postgres_database(postgres, inbox, tmp_p
     proc = subprocess.run([sys.executable, "-m", "grader", "report", "02", "--course-dir", str(tmp_path / "course")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "5 submission(s) in the gradebook" in (tmp_path / "course" / "reports" / f"{CHAPTER.assignment}.html").read_text()
+    report = tmp_path / "course" / "reports" / f"{CHAPTER.assignment}.html"
+    assert "5 submission(s) in the gradebook" in report.read_text()
 
 
 def test_shards_in_separate_course_directories_share_one_postgres_gradebook(postgres, inbox, tmp_path):
@@ -181,8 +182,8 @@ def test_two_course_directories_on_one_sqlite_file_take_turns_and_say_so(inbox, 
 
 
 def _release_into(db: str, root: str, errors, together) -> None:
-    from grader.coursedir import CourseDir
     from grader.classroom.locks import shared
+    from grader.coursedir import CourseDir
 
     course = CourseDir(Path(root), [CHAPTER], db_url=db)
     together.wait()  # both start releasing at the same moment

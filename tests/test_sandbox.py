@@ -18,14 +18,13 @@ import nbformat
 import pytest
 
 from grader.authoring import samples
-
 from grader.boundary import memcg
-from grader.chapters import REPO, find_chapter
-from grader.boundary.pool import Job, Pool, Verdict
 from grader.boundary.confine import Limits, clean_environment, no_new_processes
 from grader.boundary.forkserver import server_environment
 from grader.boundary.forkserver import start as start_fork_server
 from grader.boundary.forkserver import stop as stop_fork_server
+from grader.boundary.pool import Job, Pool, Verdict
+from grader.chapters import REPO, find_chapter
 
 CHAPTER = find_chapter("02")
 
@@ -162,7 +161,8 @@ def test_memory_outside_the_address_space_limit_is_refused_or_capped(tmp_path):
     verdict = run_cells(tmp_path, """
 import ctypes, os
 for what, attempt in [('memfd', lambda: os.memfd_create('x')),
-                      ('shm', lambda: __import__('multiprocessing.shared_memory').shared_memory.SharedMemory(create=True, size=1 << 20))]:
+                      ('shm', lambda: __import__('multiprocessing.shared_memory').shared_memory.SharedMemory(
+                          create=True, size=1 << 20))]:
     try:
         attempt()
         print(what, 'allowed')

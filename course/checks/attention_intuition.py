@@ -5,15 +5,24 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor,
-                           expect_value_error, fail, passed)
+from course.checks import (
+    avoid_library_call,
+    close,
+    diagnose,
+    expect_pair,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    passed,
+)
 
 T = torch.tensor
 
 
 # --- gaussian_kernel ---------------------------------------------------------------------------
 def check_gaussian_kernel(gaussian_kernel) -> None:
-    avoid_library_call(gaussian_kernel, ("distributions",), "write the density yourself: torch.distributions scores zero here")
+    avoid_library_call(gaussian_kernel, ("distributions",),
+                       "write the density yourself: torch.distributions scores zero here")
     u = T([0.0, 1.0, -2.0, 0.5])
     out = gaussian_kernel(u)
     expect_tensor(out, (4,), "gaussian_kernel(u)")

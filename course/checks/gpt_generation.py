@@ -192,7 +192,8 @@ def check_top_k_filter(fn) -> None:
         out = fn(logits, 2)
     except RuntimeError as err:
         fail(f"top_k_filter(logits of shape (2, 6), 2) raised RuntimeError ({str(err)[:90]}): keep each row's k-th "
-             "largest value as a column that broadcasts against the row, torch.topk(logits, k, dim=-1).values[..., -1:] "
+             "largest value as a column that broadcasts against the row, torch.topk(logits, k, dim=-1).values[..., "
+             "-1:] "
              "(shape (..., 1); the ... works for any number of leading axes)")
     expected = torch.tensor([[1.0, 3.0, 1.0, NEG, 1.0, NEG], [NEG, NEG, 5.0, 4.0, NEG, NEG]])
     if not torch.equal(logits, before):

@@ -18,10 +18,10 @@ from pathlib import Path
 import nbformat
 
 from grader.authoring.bundle import folder_files, support_files
-from grader.chapters import RELEASE_PACKAGES, TEST_PREFIX, Chapter, exercise_of, is_test_cell
 from grader.authoring.corpus import generated_files
-from grader.coursedir import CourseDir
 from grader.boundary.specs import exercises
+from grader.chapters import RELEASE_PACKAGES, TEST_PREFIX, Chapter, exercise_of, is_test_cell
+from grader.coursedir import CourseDir
 
 HIDDEN_TEST = '''\
 # Hidden tests for `{name}` run here when your notebook is graded ({points:g} point{plural}).

@@ -19,18 +19,18 @@ import sys
 import time
 import traceback
 
-import torch  # noqa: F401 - preloaded for every child
-import torch.distributed.tensor  # noqa: E402,F401 - torch.testing.assert_close imports it on first use (1-2 s a child)
 import matplotlib
+import torch  # preloaded for every child
+import torch.distributed.tensor  # torch.testing.assert_close imports it on first use (1-2 s a child)
 
 matplotlib.use("Agg")
-import matplotlib.pyplot  # noqa: E402,F401
-from IPython.core.displaypub import CapturingDisplayPublisher  # noqa: E402
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+import matplotlib.pyplot
+from IPython.core.displaypub import CapturingDisplayPublisher
+from IPython.core.interactiveshell import InteractiveShell
 
-from grader.boundary import confine  # noqa: E402
-from grader.boundary.forbid import in_sandbox  # noqa: E402
-from grader.boundary.serve import CellTimeout, Server, alarm  # noqa: E402
+from grader.boundary import confine
+from grader.boundary.forbid import in_sandbox
+from grader.boundary.serve import CellTimeout, Server, alarm
 
 try:  # optional third-party packages the notebooks use: import once here when present
     import seaborn  # noqa: F401
@@ -154,7 +154,8 @@ def _rich(outputs: list[dict]) -> list[dict]:
         data = {}
         for mime, value in (out.get("data") or {}).items():
             if isinstance(value, bytes):
-                value = base64.b64encode(value).decode() if mime.startswith("image/") else value.decode(errors="replace")
+                value = (base64.b64encode(value).decode() if mime.startswith("image/")
+                         else value.decode(errors="replace"))
             if isinstance(value, (dict, list)):
                 value = json.loads(json.dumps(value, default=str))
             elif not isinstance(value, str):

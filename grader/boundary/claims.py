@@ -18,7 +18,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
 TRUSTED_ROOTS = ("torch", "builtins", "collections")
 
 

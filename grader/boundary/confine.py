@@ -38,7 +38,6 @@ import shutil
 import signal
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from grader.boundary import memcg
 from grader.boundary.seccomp import no_new_processes
@@ -80,7 +79,9 @@ def _check(ret: int, what: str) -> None:
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: None if s is None else s.encode())
+    def enc(text: str | None) -> bytes | None:
+        return None if text is None else text.encode()
+
     _check(LIBC.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
            f"mount {source} on {target}")
 
@@ -92,7 +93,8 @@ def set_limits(limits: Limits) -> None:
             mapped = int(f.read().split()[0]) * resource.getpagesize()
     except OSError:
         mapped = 2048 * mb
-    for which, value in ((resource.RLIMIT_AS, mapped + limits.memory_mb * mb), (resource.RLIMIT_CPU, limits.cpu_seconds),
+    for which, value in ((resource.RLIMIT_AS, mapped + limits.memory_mb * mb),
+                         (resource.RLIMIT_CPU, limits.cpu_seconds),
                          (resource.RLIMIT_FSIZE, limits.file_mb * mb), (resource.RLIMIT_CORE, 0),
                          (resource.RLIMIT_NOFILE, limits.open_files), (resource.RLIMIT_MSGQUEUE, 0)):
         soft, hard = resource.getrlimit(which)

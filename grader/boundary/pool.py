@@ -116,17 +116,20 @@ class Pool:
                     proc.join(5)  # the sandbox's last process closed the pipe; its parent ends as it did
                     break
                 except OSError:
-                    verdict.error = f"cell {reached + 1} sent more than {MAX_MESSAGE >> 20} MB of output; later cells were not run"
+                    verdict.error = (f"cell {reached + 1} sent more than {MAX_MESSAGE >> 20} MB of output; "
+                                     "later cells were not run")
                     break
                 except ValueError:
-                    verdict.error = f"cell {reached + 1}: the sandbox sent an unreadable message; later cells were not run"
+                    verdict.error = (f"cell {reached + 1}: the sandbox sent an unreadable message; "
+                                     "later cells were not run")
                     break
                 kind = message.get("kind") if isinstance(message, dict) else None
                 if kind in ("start", "shell"):
                     verdict.timings[kind] = message.get("seconds")
                 if kind == "start":
                     verdict.missing = [str(m) for m in message.get("missing", [])][:5]
-                elif kind == "cell" and isinstance(message.get("index"), int) and message["index"] not in verdict.cells \
+                elif kind == "cell" and isinstance(message.get("index"), int) \
+                        and message["index"] not in verdict.cells \
                         and message["index"] not in tests:  # a test cell's verdict is never the child's word
                     kept += len(raw)
                     verdict.cells[message["index"]] = message if kept <= OUTPUT_BUDGET else _over_budget()
@@ -140,7 +143,8 @@ class Pool:
                                          "interrupted, or its process ended; later cells were not run")
                         break
                     except WireError as err:
-                        verdict.error = f"cell {index + 1}: the sandbox broke the grading protocol ({err}); later cells were not run"
+                        verdict.error = (f"cell {index + 1}: the sandbox broke the grading protocol ({err}); "
+                                         "later cells were not run")
                         break
                     reached = index + 1
                 elif kind == "done":
@@ -186,7 +190,8 @@ class Pool:
                 try:
                     verdicts[job.key] = future.result()
                 except Exception as err:  # noqa: BLE001 - one unit failing never stops the batch
-                    verdicts[job.key] = Verdict(error=f"the grader could not run this notebook: {type(err).__name__}: {err}")
+                    verdicts[job.key] = Verdict(error=f"the grader could not run this notebook: {type(err).__name__}: "
+                                                      f"{err}")
                 if done is not None:
                     done(job, verdicts[job.key])
                 bar.set_postfix_str(job.key[-40:], refresh=False)

@@ -27,13 +27,13 @@ import threading
 from typing import Any
 
 import torch
-import torch.distributed.tensor  # noqa: F401 - torch.testing.assert_close imports it on first use (1-2 s)
+import torch.distributed.tensor  # torch.testing.assert_close imports it on first use (1-2 s)
 import torch.nn as nn
 
 from grader.boundary import claims
 from grader.boundary.score import Result, forbidden_reason, run_each
-from grader.boundary.standin_host import StandInHost
 from grader.boundary.spec import Exercise, hidden_inputs, in_place_record
+from grader.boundary.standin_host import StandInHost
 from grader.boundary.wire import Codec, Endpoint, Lost, WireError, raw_from
 
 GRACE = 15  # seconds past the time limit before a silent child counts as lost
@@ -252,7 +252,8 @@ class Session(StandInHost):
     def proxy(self, node: dict) -> Remote:
         key = node.get("$ref")
         if key not in self.proxies:
-            self.proxies[key] = Remote(self, key, {"mro": node.get("mro") or [], "name": str(node.get("name", "object"))})
+            self.proxies[key] = Remote(self, key,
+                                       {"mro": node.get("mro") or [], "name": str(node.get("name", "object"))})
         return self.proxies[key]
 
 

@@ -80,14 +80,16 @@ def _imports_reference(obj: Any) -> bool:
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "solutions" for a in node.names):
             return True
         if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
-                "import_module", "__import__") and any(isinstance(a, ast.Constant) and str(a.value).startswith("solutions")
+                "import_module", "__import__") and any(isinstance(a, ast.Constant)
+                                                       and str(a.value).startswith("solutions")
                                                         for a in node.args):
             return True
     return False
 
 
 def kernel_secret() -> int:
-    """The hidden inputs' secret in a kernel: $COURSE_GRADING_SEED (grader.boundary.seeds), else 0 (the seeds as written)."""
+    """The hidden inputs' secret in a kernel: $COURSE_GRADING_SEED (grader.boundary.seeds), else 0 (the seeds as
+    written)."""
     return seeds.fixed() or 0
 
 

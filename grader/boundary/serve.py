@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from grader.boundary.standins import Shadow, TrustedStub, fix_dropout
+from grader.boundary.standins import TrustedStub, fix_dropout
 from grader.boundary.wire import Codec, Endpoint, WireError
 
 ITEMS_LIMIT = 100_000  # items of one iteration sent back
@@ -207,9 +207,11 @@ class Server:
         with torch.set_grad_enabled(grad):
             value = target(*args, **kwargs)
         edited = [[where, c] for where, c, before in containers
-                  if len(c) != len(before) or any(a is not b for a, b in zip(list(c.items()) if type(c) is dict else c, before))
+                  if len(c) != len(before)
+                  or any(a is not b for a, b in zip(list(c.items()) if type(c) is dict else c, before))
                   or type(c) is dict and any(v is not c.get(k) for k, v in before)]
-        return {"value": value, "changed": self.codec.changes(snapshots), "edited": edited, "rng": torch.get_rng_state()}
+        return {"value": value, "changed": self.codec.changes(snapshots), "edited": edited,
+                "rng": torch.get_rng_state()}
 
     def op_getattr(self, _, target, name: str):
         return getattr(target, name)

@@ -1,5 +1,5 @@
-"""Trusted side: the stand-ins' host (grader.boundary.standins has the child's half): it builds them, runs their forward passes
-and answers their backward passes, for the sandboxed child.
+"""Trusted side: the stand-ins' host (grader.boundary.standins has the child's half): it builds them, runs their forward
+passes and answers their backward passes, for the sandboxed child.
 
 The rule of that answer (issue 29): the trusted side serves a small, explicit set of operations
 (`StandInHost.OPS`), each on values of the kinds it expects, and answers with plain data only
@@ -25,8 +25,10 @@ def _tree(module: nn.Module) -> dict:
     return {
         "params": {n: [p.detach(), p.requires_grad] for n, p in module.named_parameters(recurse=False)},
         "buffers": {n: b for n, b in module.named_buffers(recurse=False)},
-        "children": {n: {"dropout": c.p} if isinstance(c, nn.Dropout) else _tree(c) for n, c in module.named_children()},
-        "attrs": {n: v for n, v in vars(module).items() if not n.startswith("_") and n != "training" and type(v) in PLAIN},
+        "children": {n: {"dropout": c.p} if isinstance(c, nn.Dropout) else _tree(c)
+                     for n, c in module.named_children()},
+        "attrs": {n: v for n, v in vars(module).items() if not n.startswith("_") and n != "training"
+                  and type(v) in PLAIN},
     }
 
 
@@ -210,7 +212,8 @@ def _data_attribute(obj: Any, name: str) -> Any:
             if name in obj.__dict__.get(table, {}):
                 value = obj.__dict__[table][name]
                 return None if value is None else value.detach().clone()
-    value = getattr(obj, "__dict__", {}).get(name, _MISSING) if isinstance(getattr(obj, "__dict__", None), dict) else _MISSING
+    own = getattr(obj, "__dict__", None)
+    value = own.get(name, _MISSING) if isinstance(own, dict) else _MISSING
     return _MISSING if isinstance(value, nn.Module) else value
 
 
@@ -226,7 +229,8 @@ def plain_answer(value: Any, child_object, depth: int = 0) -> Any:
     if kind in (list, tuple):
         return kind(plain_answer(v, child_object, depth + 1) for v in value)
     if kind is dict:
-        return {plain_answer(k, child_object, depth + 1): plain_answer(v, child_object, depth + 1) for k, v in value.items()}
+        return {plain_answer(k, child_object, depth + 1): plain_answer(v, child_object, depth + 1) for k,
+                v in value.items()}
     raise TypeError(f"the grader answers with plain data only, not a {kind.__name__}")
 
 

@@ -137,7 +137,8 @@ class Codec:
             return {"$tuple": [self.encode(v, frames, depth + 1) for v in value]}
         if kind in (dict, collections.OrderedDict):
             tag = "$dict" if kind is dict else "$odict"
-            return {tag: [[self.encode(k, frames, depth + 1), self.encode(v, frames, depth + 1)] for k, v in value.items()]}
+            return {tag: [[self.encode(k, frames, depth + 1), self.encode(v, frames, depth + 1)] for k,
+                          v in value.items()]}
         if kind in (set, frozenset):
             return {"$set": [self.encode(v, frames, depth + 1) for v in value], "frozen": kind is frozenset}
         if kind is bytes:
@@ -287,7 +288,8 @@ class Endpoint:
             raise Lost("no answer in time")
         try:
             header = json.loads(self.conn.recv_bytes(MAX_HEADER))
-            if type(header) is not dict or type(header.get("frames")) is not int or not 0 <= header["frames"] <= MAX_FRAMES:
+            if type(header) is not dict or type(header.get("frames")) is not int \
+                    or not 0 <= header["frames"] <= MAX_FRAMES:
                 raise WireError("a message without a valid header")
             frames, total = [], 0
             for _ in range(header["frames"]):
@@ -371,7 +373,8 @@ def describe(err: BaseException) -> dict:
     except Exception:  # noqa: BLE001 - a message that cannot be shown
         message = "(no message)"
     mro = [c.__name__ for c in type(err).__mro__ if getattr(builtins, c.__name__, None) is c]
-    return {"type": type(err).__name__[:100], "message": message, "mro": mro, "line": frames[-1].lineno if frames else None}
+    return {"type": type(err).__name__[:100], "message": message, "mro": mro, "line": frames[-1].lineno if frames
+            else None}
 
 
 _REBUILT: dict[tuple[str, type], type] = {}

@@ -115,7 +115,8 @@ def failure_reason(err: BaseException) -> str:
     if name == "KilledWorker":
         return f"the Dask workers grading this notebook died each time it was tried ({err}); it was not graded"
     if isinstance(err, CancelledError) or name == "CancelledError":
-        return "the Dask cluster lost this notebook's grading (the scheduler went away or cancelled it); it was not graded"
+        return ("the Dask cluster lost this notebook's grading (the scheduler went away or cancelled it); "
+                "it was not graded")
     return f"grading on the Dask cluster failed: {name}: {str(err)[:300]}"
 
 
@@ -155,7 +156,7 @@ class DaskPool:
                              f"within {CONNECT_SECONDS} s") from None
         try:
             facts = self.client.run(worker_facts)
-        except Exception as err:  # noqa: BLE001 - a worker without this grader cannot even unpickle the call
+        except Exception as err:  # a worker without this grader cannot even unpickle the call
             raise ValueError(f"a Dask worker at {self.scheduler} cannot import this grader ({type(err).__name__}: "
                              f"{err}); install this repository in the workers' environment") from err
         ours = grader_digest()
@@ -243,5 +244,6 @@ class DaskPool:
         for note in verdict.missing:
             if note not in self.missing:
                 self.missing.append(note)
-                print(f"grader: sandbox degraded on a Dask worker: {note}; resource limits still apply", file=sys.stderr)
+                print(f"grader: sandbox degraded on a Dask worker: {note}; resource limits still apply",
+                      file=sys.stderr)
         return verdict

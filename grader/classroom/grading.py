@@ -30,9 +30,18 @@ from grader.classroom.cluster import DaskPool
 from grader.classroom.intake import gather
 from grader.classroom.recording import feedback_and_export, nbgrader_api, record, zero_grades
 from grader.classroom.report import save_notes
+from grader.classroom.submissions import (
+    BadSubmission,
+    Submission,
+    grade_id_of,
+    grade_ids,
+    identify,
+    identify_with_rule,
+    read_learner_notebook,
+    repair,
+    set_aside_duplicates,
+)
 from grader.coursedir import CourseDir, database_of
-from grader.classroom.submissions import (BadSubmission, Submission, grade_id_of, grade_ids, identify, identify_with_rule,
-                                          read_learner_notebook, repair, set_aside_duplicates)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the learner's own run
@@ -209,7 +218,8 @@ def result_of(course: CourseDir, submission: Submission) -> dict:
                 notebook = gb.find_submission_notebook(chapter.name, chapter.assignment, submission.student)
                 for grade in notebook.grades:
                     score = float(grade.score or 0.0)
-                    error = (_cell_error(outputs.get(grade.name, [])) or submission.error) if score < grade.max_score else None
+                    error = ((_cell_error(outputs.get(grade.name, [])) or submission.error)
+                             if score < grade.max_score else None)
                     tests[grade.name] = {"score": score, "max_score": float(grade.max_score), "error": error}
             except MissingEntry:
                 for entry in tests.values():
@@ -275,7 +285,8 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
             # nbgrader could not record the learner's notebook: the release is recorded instead, a zero
             # with the reason (a row, where zeroing an old one could find none)
             with one_submission(sub, "record even a zero for"):
-                sub.verdict, sub.cells = None, job_cells(released[sub.chapter.assignment], released[sub.chapter.assignment])
+                sub.verdict, sub.cells = None, job_cells(released[sub.chapter.assignment],
+                                                         released[sub.chapter.assignment])
                 _write_staged(course, sub, released[sub.chapter.assignment])
                 return record(course, api, sub)
             with one_submission(sub, "zero the grade of"):

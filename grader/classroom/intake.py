@@ -49,7 +49,8 @@ def find_submissions(folder: str | Path) -> list[Submission]:
             for student in sorted(p for p in folder.iterdir() if p.is_dir()) for path in _notebooks(student)]
 
 
-def gather(source: str | Path, course_dir: str | Path, pattern: str | None = None) -> tuple[list[Submission], list[str]]:
+def gather(source: str | Path, course_dir: str | Path,
+           pattern: str | None = None) -> tuple[list[Submission], list[str]]:
     """The submissions `grader autograde SOURCE --course-dir COURSE_DIR` grades, and notes for its summary
     (what was unpacked, unmatched or superseded)."""
     source, root = Path(source), Path(course_dir).resolve()

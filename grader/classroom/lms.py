@@ -24,7 +24,8 @@ from pathlib import Path
 
 from grader.classroom.submissions import MAX_NOTEBOOK_MB, BadSubmission, identify_with_rule, write_timestamp
 
-CANVAS = re.compile(r"^(?P<student>[^_/]+?)(?P<late>_(?:LATE|late))?_(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>[^/]+)$")
+CANVAS = re.compile(r"^(?P<student>[^_/]+?)(?P<late>_(?:LATE|late))?"
+                    r"_(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>[^/]+)$")
 MOODLE = re.compile(r"^(?P<student>[^/]+?)_(?P<user>\d+)_assignsubmission_file[_/](?P<file>[^/]+)$")
 PATTERNS = {"Canvas": CANVAS, "Moodle": MOODLE}
 RESUBMISSION = re.compile(r"^(?P<stem>.+?)-(?P<number>\d+)(?P<ext>\.[^.]+)$")
@@ -150,8 +151,8 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> list[str]
                 notes.append(f"unmatched: {err}")
                 continue
             if upload is None or "/" in upload.student or upload.student in (".", ".."):
-                notes.append(f"unmatched: {name}: the name carries no learner "
-                             f"({'--pattern' if regex else 'neither the Canvas nor the Moodle pattern'} does not match)")
+                which = "--pattern" if regex else "neither the Canvas nor the Moodle pattern"
+                notes.append(f"unmatched: {name}: the name carries no learner ({which} does not match)")
                 continue
             named = Path(tmp) / "named" / str(number) / upload.file  # the chapter is told by the learner's own name
             named.parent.mkdir(parents=True)
@@ -167,7 +168,8 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> list[str]
             if key in chosen:
                 earlier, _ = chosen[key]
                 if earlier.order() == upload.order():
-                    raise ValueError(f"{source}: {earlier.name} and {name} are both {upload.student}'s {chapter.assignment} "
+                    raise ValueError(f"{source}: {earlier.name} and {name} are both {upload.student}'s "
+                                     f"{chapter.assignment} "
                                      "and nothing says which is later; remove one and grade again")
                 later, superseded = (upload, earlier) if upload.order() > earlier.order() else (earlier, upload)
                 notes.append(f"resubmitted: {upload.student} {chapter.assignment}: {later.name} counts, "

@@ -123,7 +123,7 @@ def shared(db_url: str):
     if db_url.startswith(("postgresql:", "postgresql+", "postgres:")):
         try:
             locks = AdvisoryLocks(db_url)
-        except Exception as err:  # noqa: BLE001 - the driver missing, the server down: say which
+        except Exception as err:  # the driver missing, the server down: say which
             raise ValueError(f"cannot open the gradebook {_shown(db_url)}: {type(err).__name__}: {err}") from err
         try:
             yield locks

@@ -55,7 +55,8 @@ def _shared_engines() -> None:
 
 
 IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\balt=)")
-FOCUSABLE = re.compile(r'(<div class="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputArea-output)\b[^"]*")(?![^>]*\btabindex=)')
+FOCUSABLE = re.compile(r'(<div class="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputArea-output)\b[^"]*")'
+                       r'(?![^>]*\btabindex=)')
 # nbgrader's list of graded cells names each "Test cell": name the exercise (grade id test_<exercise>)
 TOC_ENTRY = re.compile(r'(<a href="#test_([^"]+)">)Test cell</a>')
 NO_CREDIT = "  no credit: "
@@ -136,7 +137,8 @@ def _feedback_exporter():
                 "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
             nb = _learner_view(nb)
             resources = self._init_resources(resources)
-            graded = Path(resources.get("metadata", {}).get("path") or ".").resolve()  # autograded/<student>/<assignment>
+            # autograded/<student>/<assignment>
+            graded = Path(resources.get("metadata", {}).get("path") or ".").resolve()
             if len(graded.parents) > 2 and (graded.parents[2] / "release" / graded.name).is_dir():
                 resources["metadata"]["path"] = str(graded.parents[2] / "release" / graded.name)
             self.register_filter("filter_data_type", WidgetsDataTypeFilter(
@@ -268,10 +270,16 @@ class FillVerdict(NbGraderPreprocessor):
 # ---------------------------------------------------------------- nbgrader's steps
 
 def nbgrader_api(course: CourseDir, term=None):
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
-    from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades
-    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        IgnorePattern,
+        LimitOutput,
+        SaveAutoGrades,
+    )
     from traitlets.config import Config
 
     _shared_engines()

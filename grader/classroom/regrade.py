@@ -194,5 +194,6 @@ def format_changes(rows: list[dict], chapter: Chapter) -> str:
             line += " (kept the old score: --never-lower)"
         lines.append(line)
         for check, (was, now) in row["checks"].items():
-            lines.append(f"      {check:<36} {'-' if was is None else f'{was:g}'} -> {'-' if now is None else f'{now:g}'}")
+            lines.append(f"      {check:<36} {'-' if was is None else f'{was:g}'} -> "
+                         f"{'-' if now is None else f'{now:g}'}")
     return "\n".join(lines)

@@ -90,7 +90,8 @@ def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
             assignment = gb.find_assignment(chapter.assignment)
         except MissingEntry:
             raise ValueError(f"the gradebook has no {chapter.assignment}: grade it first") from None
-        scores = {s.student.id: (float(s.score), float(s.late_submission_penalty or 0.0)) for s in assignment.submissions}
+        scores = {s.student.id: (float(s.score), float(s.late_submission_penalty or 0.0))
+                  for s in assignment.submissions}
         max_score = float(assignment.max_score)
     notes = load_notes(course_root).get(chapter.assignment, {})
     failed = {student: entry["error"] for student, entry in notes.items() if entry.get("error")}
@@ -183,17 +184,23 @@ def render(chapter: Chapter, data: dict) -> str:
             flags.append(f"<li><b>{esc(exercise)}</b> &middot; {esc(check)}: {flag}</li>")
         rows.append(f"<tr class='{'flag' if flag else ''}'><td>{esc(exercise)}</td><td>{esc(check)}</td>"
                     f"<td>{passed} / {passed + failed}</td><td>{esc(flag)}</td></tr>")
-    common = "".join(f"<tr><td>{n}</td><td>{esc(e)}</td><td>{esc(c)}</td><td>{esc(data['examples'][(e, c)][:200])}</td></tr>"
+    common = "".join(f"<tr><td>{n}</td><td>{esc(e)}</td><td>{esc(c)}</td>"
+                     f"<td>{esc(data['examples'][(e, c)][:200])}</td></tr>"
                      for (e, c), n in data["failures"].most_common(10))
     failed = "".join(f"<li><b>{esc(s)}</b>: {esc(why)}</li>" for s, why in sorted(data["failed"].items()))
-    scores = "".join(f"<tr><td>{esc(s)}</td><td>{raw:g}</td><td>{pen:g}</td><td>{raw - pen:g} / {data['max_score']:g}</td></tr>"
+    scores = "".join(f"<tr><td>{esc(s)}</td><td>{raw:g}</td><td>{pen:g}</td><td>{raw - pen:g} / "
+                     f"{data['max_score']:g}</td></tr>"
                      for s, (raw, pen) in sorted(data["scores"].items()))
-    img = lambda key, alt: f"<img alt='{alt}' src='data:image/png;base64,{pics[key]}'>" if key in pics else ""  # noqa: E731
+
+    def img(key: str, alt: str) -> str:
+        return f"<img alt='{alt}' src='data:image/png;base64,{pics[key]}'>" if key in pics else ""
+
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(chapter.assignment)}: class report</title>
 <style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}}
 table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}
-tr.flag{{background:#fff3cd}}img{{max-width:100%}}.flags{{background:#fff3cd;padding:.5em 2em;border-left:4px solid #e0a800}}</style></head>
+tr.flag{{background:#fff3cd}}img{{max-width:100%}}
+.flags{{background:#fff3cd;padding:.5em 2em;border-left:4px solid #e0a800}}</style></head>
 <body><h1>{esc(chapter.assignment)}: class report</h1>
 <p>{len(data['scores'])} submission(s) in the gradebook; {graded} graded, {len(data['failed'])} failed to grade.</p>
 <h2>Checks to look at</h2>
@@ -204,14 +211,17 @@ tr.flag{{background:#fff3cd}}img{{max-width:100%}}.flags{{background:#fff3cd;pad
 <h2>Passes per check</h2>{img("checks", "share of learners passing each check")}
 <table><tr><th>exercise</th><th>check</th><th>passed</th><th>flag</th></tr>{''.join(rows)}</table>
 <h2>Most frequent failures</h2>
-<table><tr><th>learners</th><th>exercise</th><th>check (the mistake it catches)</th><th>a message</th></tr>{common}</table>
-{"".join(f"<p>{n} learner(s) left <b>{esc(e)}</b> unfinished (not counted above).</p>" for e, n in data["unfinished"].items())}
+<table><tr><th>learners</th><th>exercise</th><th>check (the mistake it catches)</th><th>a message</th></tr>
+{common}</table>
+{"".join(f"<p>{n} learner(s) left <b>{esc(e)}</b> unfinished (not counted above).</p>"
+         for e, n in data["unfinished"].items())}
 <h2>Failed to grade</h2>{f"<ul>{failed}</ul>" if failed else "<p>None.</p>"}
 <h2>Scores</h2><table><tr><th>learner</th><th>raw</th><th>late penalty</th><th>score</th></tr>{scores}</table>
 </body></html>"""
 
 
-def write_report(course_dir: str | Path, chapter: Chapter, out: str | Path | None = None, db_url: str | None = None) -> Path:
+def write_report(course_dir: str | Path, chapter: Chapter, out: str | Path | None = None,
+                 db_url: str | None = None) -> Path:
     root = Path(course_dir).resolve()
     if not root.is_dir():
         raise ValueError(f"{root}: no such course directory")

@@ -216,7 +216,8 @@ def _global_reads(table: symtable.SymbolTable, now: set[str], later: set[str], d
     whenever they are called. A comprehension at the top level runs with the cell."""
     for child in table.get_children():
         late = deferred or child.get_name() not in COMPREHENSIONS
-        (later if late else now).update(s.get_name() for s in child.get_symbols() if s.is_referenced() and s.is_global())
+        (later if late else now).update(s.get_name() for s in child.get_symbols() if s.is_referenced()
+                                        and s.is_global())
         _global_reads(child, now, later, late)
 
 

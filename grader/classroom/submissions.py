@@ -61,7 +61,8 @@ def read_timestamp(path: Path) -> datetime:
             text = handle.read(100).decode().strip()
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: not an nbgrader timestamp ({type(err).__name__})") from None
-    for suffix, fmt in ((" UTC", "%Y-%m-%d %H:%M:%S.%f"), (" UTC", "%Y-%m-%d %H:%M:%S"), ("", "%Y-%m-%d %H:%M:%S.%f%z")):
+    for suffix, fmt in ((" UTC", "%Y-%m-%d %H:%M:%S.%f"), (" UTC", "%Y-%m-%d %H:%M:%S"),
+                        ("", "%Y-%m-%d %H:%M:%S.%f%z")):
         try:
             stamp = datetime.strptime(text.removesuffix(suffix), fmt)
         except ValueError:
@@ -197,7 +198,8 @@ def grade_id_of(cell) -> str | None:
 _grade_id = grade_id_of
 
 
-def repair(submitted: nbformat.NotebookNode, released: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, list[str]]:
+def repair(submitted: nbformat.NotebookNode,
+           released: nbformat.NotebookNode) -> tuple[nbformat.NotebookNode, list[str]]:
     """Match the submission's graded cells to the release; return it and what was repaired."""
     known = [_grade_id(c) for c in released.cells if _grade_id(c)]
     notes: list[str] = []
@@ -238,7 +240,8 @@ def repair(submitted: nbformat.NotebookNode, released: nbformat.NotebookNode) ->
             if original.metadata.nbgrader.get("solution"):
                 restored.source = cell.get("source", "")
             cells[i] = restored
-            notes.append(f"cell {_grade_id(cell)!r} had its type or grading metadata changed: restored from the release")
+            notes.append(f"cell {_grade_id(cell)!r} had its type or grading metadata changed: "
+                         "restored from the release")
     repaired = copy.deepcopy(submitted)
     repaired.cells = cells
     return repaired, notes

@@ -24,12 +24,12 @@ from __future__ import annotations
 import csv
 import math
 import shutil
-import tomllib
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import tomllib
 from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Float
 

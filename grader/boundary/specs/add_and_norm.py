@@ -14,12 +14,21 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.boundary.spec import (Exercise, assert_raises_value_error, assert_tensor, fix_dropout, manual_seed, randn,
-                         seeded)
-from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
-from grader.boundary.spec import ENCODER, LAYER_NORM, MULTI_HEAD_FUNCTION, MULTI_HEAD_MODULE  # the routines this chapter forbids
+from grader.boundary.spec import (
+    ENCODER,
+    LAYER_NORM,
+    MULTI_HEAD_FUNCTION,
+    MULTI_HEAD_MODULE,
+    Exercise,
+    assert_raises_value_error,
+    assert_tensor,
+    changed_in_place,  # in-place changes are judged by the in-place rule only
+    fix_dropout,
+    manual_seed,
+    randn,
+    seeded,
+)
 from solutions.multi_head_attention import MultiHeadAttention
-
 
 # ---------------------------------------------------------------- correct pieces, written here
 
@@ -185,7 +194,8 @@ def _(fn):
                   what="layer_norm(x, weight, bias) for x (2, 3, 8)")
 
 
-@layer_norm.check("small D = 4: the biased variance (divide by D, not D - 1)", states=("biased (divide by D) variance",))
+@layer_norm.check("small D = 4: the biased variance (divide by D, not D - 1)",
+                  states=("biased (divide by D) variance",))
 def _(fn):
     x, w, b = randn(5, 4, seed=504), 1 + randn(4, seed=505), randn(4, seed=506)
     assert_tensor(fn(x, w, b), F.layer_norm(x, (4,), w, b, 1e-5), atol=1e-5,
@@ -462,11 +472,13 @@ def _(cls):
 # ---------------------------------------------------------------- EncoderLayer
 LAYER_STAND_INS = {"LayerNorm": LayerNormStandIn, "PositionwiseFeedForward": FeedForwardStandIn,
                    "MultiHeadAttention": MultiHeadAttention}
-EncoderLayer = Exercise("EncoderLayer", points=4, forbidden=ENCODER + MULTI_HEAD_MODULE + MULTI_HEAD_FUNCTION, stand_ins=LAYER_STAND_INS)
+EncoderLayer = Exercise("EncoderLayer", points=4, forbidden=ENCODER + MULTI_HEAD_MODULE + MULTI_HEAD_FUNCTION,
+                        stand_ins=LAYER_STAND_INS)
 
 
 @EncoderLayer.check("submodules self_attn (W_q, W_k, W_v, W_o), ffn (linear1, linear2), norm1, norm2 "
-                    "with the documented shapes", states=("self_attn: MultiHeadAttention", "norm1, norm2: LayerNorm(D)"))
+                    "with the documented shapes",
+                    states=("self_attn: MultiHeadAttention", "norm1, norm2: LayerNorm(D)"))
 def _(cls):
     m = cls(8, 2, 20)
     want = {k: tuple(v.shape) for k, v in our_names(torch_layer(8, 2, 20, False, seed=580)).items()}

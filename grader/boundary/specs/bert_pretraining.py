@@ -16,10 +16,23 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.boundary.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, documented_shapes,
-                         fix_dropout, load_torch_attention, manual_seed, randn, seeded, seeded_by_name)
-from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
-from grader.boundary.spec import ENCODER, GELU, MULTI_HEAD_ATTENTION  # the routines this chapter forbids
+from grader.boundary.spec import (
+    ENCODER,
+    GELU,
+    MULTI_HEAD_ATTENTION,
+    Exercise,
+    FixedDropout,
+    assert_raises_value_error,
+    assert_tensor,
+    changed_in_place,  # in-place changes are judged by the in-place rule only
+    documented_shapes,
+    fix_dropout,
+    load_torch_attention,
+    manual_seed,
+    randn,
+    seeded,
+    seeded_by_name,
+)
 
 EPS = 1e-12
 
@@ -237,7 +250,8 @@ def ids_and_segments(B, T, seed, num_segments=2):
     return ids, segments
 
 
-@BertEmbeddings.check("parameters: token (V, D), segment (num_segments, D), position (max_len, D), norm weight and bias",
+@BertEmbeddings.check("parameters: token (V, D), segment (num_segments, D), position (max_len, D), "
+                      "norm weight and bias",
                       states=("token: nn.Embedding(V, D)", "segment: nn.Embedding(num_segments, D)",
                               "position: nn.Embedding(max_len, D)", "norm: LayerNorm(D, eps=1e-12)"))
 def _(cls):
@@ -254,7 +268,8 @@ def _(cls):
 def _(cls):
     m, state = loaded_embeddings(cls, 710)
     ids, segments = ids_and_segments(3, 7, 711)
-    assert_tensor(m(ids, segments), embeddings_oracle(state, ids, segments), atol=1e-5, what="BertEmbeddings(ids, segments)")
+    assert_tensor(m(ids, segments), embeddings_oracle(state, ids, segments), atol=1e-5,
+                  what="BertEmbeddings(ids, segments)")
 
 
 @BertEmbeddings.check("LayerNorm eps is 1e-12: tiny embeddings (variance ~1e-6) are still normalised to unit scale",
@@ -290,7 +305,8 @@ def _(cls):
     assert_tensor(m(ids[:, :4], segments[:, :4]), full[:, :4].detach(), atol=1e-6, what="the first 4 positions")
 
 
-@BertEmbeddings.check("dropout after the norm: eval mode is dropout-free; training mode zeroes ~p and scales the rest by 1/(1-p)",
+@BertEmbeddings.check("dropout after the norm: eval mode is dropout-free; training mode zeroes ~p and scales the rest "
+                      "by 1/(1-p)",
                       states=("nn.Dropout(dropout), applied after the norm",
                               "in training mode; in eval mode the output is dropout-free"))
 def _(cls):
@@ -308,7 +324,8 @@ def _(cls):
 
 
 @BertEmbeddings.side_check("T > max_len, 1-D input_ids or segment_ids of another shape raise ValueError",
-                           states=("ValueError if input_ids is not 2-dimensional, segment_ids has another shape, or T > max_len",))
+                           states=("ValueError if input_ids is not 2-dimensional, segment_ids has another shape, or T "
+                                   "> max_len",))
 def _(cls):
     m = cls(EV_, ED_, EL_)
     assert_raises_value_error(m, torch.zeros(2, EL_ + 1, dtype=torch.long))
@@ -366,11 +383,13 @@ def _(fn):
     masked, labels = run_masking(fn, ids, 0.9, 763)
     special = torch.isin(ids, torch.tensor(SPECIAL))
     if (labels[special] != -100).any():
-        raise AssertionError(f"{int((labels[special] != -100).sum())} special tokens were chosen; skip every id in special_ids")
+        raise AssertionError(f"{int((labels[special] != -100).sum())} special tokens were chosen; skip every id in "
+                             "special_ids")
     assert_tensor(masked[special], ids[special], atol=0, rtol=0, what="masked_ids at special positions")
 
 
-@mask_tokens.check("labels: the ORIGINAL id at chosen positions (also where it was replaced), -100 elsewhere; unchosen ids unchanged",
+@mask_tokens.check("labels: the ORIGINAL id at chosen positions (also where it was replaced), -100 elsewhere; unchosen "
+                   "ids unchanged",
                    states=("labels hold the ORIGINAL id at chosen positions (whatever replaced it) and -100 elsewhere",
                            "tokens not chosen stay unchanged"))
 def _(fn):
@@ -451,7 +470,8 @@ def _(fn):
                              f"about {expected:.2f} (choose each token on its own, not a fixed number per row)")
 
 
-@mask_tokens.check("all randomness from generator: same seed -> same output whatever torch's global seed; other seed -> other",
+@mask_tokens.check("all randomness from generator: same seed -> same output whatever torch's global seed; other seed "
+                   "-> other",
                    states=("the source of ALL randomness (None: torch's global generator)",
                            "Draw every random number from `generator`"))
 def _(fn):
@@ -586,7 +606,8 @@ def _(fn):
 
 
 @make_nsp_examples.check("random sentences come from every other document about equally, at random positions",
-                         states=("a document drawn uniformly from the others, then a sentence drawn uniformly from it",))
+                         states=("a document drawn uniformly from the others, "
+                                 "then a sentence drawn uniformly from it",))
 def _(fn):
     documents = numbered_documents([150] * 5, 798)
     negatives = [(origin(a), origin(b)) for a, b, is_next in checked_examples(fn, documents, 799) if not is_next]
@@ -602,7 +623,8 @@ def _(fn):
             expected = total / 4
             if abs(row[db].item() - expected) > 5 * math.sqrt(expected * 0.75) + 1:
                 raise AssertionError(f"for a in document {da}, {int(row[db])} of {int(total)} random sentences come "
-                                     f"from document {db}; a uniform choice among the 4 others gives about {expected:.0f}")
+                                     f"from document {db}; a uniform choice among the 4 others gives about "
+                                     f"{expected:.0f}")
     positions = [jb for _, (_, jb) in negatives]
     if len(set(positions)) < 50:
         raise AssertionError(f"the random sentences come from only {len(set(positions))} positions of 150: "
@@ -615,7 +637,8 @@ def _(fn):
 
 @make_nsp_examples.check("documents of very different lengths (400, 1, 1, 98 sentences): each other document is "
                          "drawn equally often, however many sentences it holds",
-                         states=("a document drawn uniformly from the others, then a sentence drawn uniformly from it",))
+                         states=("a document drawn uniformly from the others, "
+                                 "then a sentence drawn uniformly from it",))
 def _(fn):
     sizes = [400, 1, 1, 98]
     negatives = [(origin(a)[0], origin(b)[0]) for a, b, is_next in
@@ -626,7 +649,8 @@ def _(fn):
         for db in set(range(4)) - {da}:
             if abs(sources.count(db) - expected) > 5 * math.sqrt(expected * 2 / 3) + 1:
                 raise AssertionError(
-                    f"for a in document {da}, {sources.count(db)} of {len(sources)} random sentences come from document "
+                    f"for a in document {da}, {sources.count(db)} of {len(sources)} random sentences come from "
+                    "document "
                     f"{db} ({sizes[db]} sentences); drawing the document first (uniformly among the 3 others), then a "
                     f"sentence of it, gives about {expected:.0f} each. A sentence drawn uniformly from all the other "
                     "documents' sentences favours long documents")
@@ -736,7 +760,8 @@ def assert_bert_output(out, expected_mlm, expected_nsp, what, atol=1e-4):
     assert_tensor(out[1], expected_nsp, atol=atol, what=f"nsp_logits {what}")
 
 
-@BertForPretraining.check("parameters are exactly the documented ones: the MLM decoder is the token table (no (V, D) matrix), mlm_bias (V,)",
+@BertForPretraining.check("parameters are exactly the documented ones: the MLM decoder is the token table (no (V, D) "
+                          "matrix), mlm_bias (V,)",
                           states=("exactly these parameters", "mlm_bias: nn.Parameter of V zeros",
                                   "tied, no new (V, D) matrix"))
 def _(cls):
@@ -747,14 +772,16 @@ def _(cls):
     if extra or missing:
         raise AssertionError(f"unexpected parameters {extra[:4]}, missing {missing[:4]} (the MLM output layer must "
                              "reuse embeddings.token.weight; its bias is mlm_bias)")
-    for name, shape in (("mlm_bias", (BV_,)), ("nsp_head.weight", (2, BD_)), ("layers.1.ffn.linear1.weight", (BFF_, BD_)),
+    for name, shape in (("mlm_bias", (BV_,)), ("nsp_head.weight", (2, BD_)),
+                        ("layers.1.ffn.linear1.weight", (BFF_, BD_)),
                         ("embeddings.position.weight", (BL_, BD_))):
         if params[name] != shape:
             raise AssertionError(f"{name} has shape {params[name]}, expected {shape}")
 
 
 @BertForPretraining.check("forward (B=2, T=9, two segments, no padding) matches a torch oracle: MLM and NSP logits",
-                          states=("mlm_logits = mlm_norm(gelu(mlm_transform(h))) @ embeddings.token.weight.T + mlm_bias",
+                          states=("mlm_logits = mlm_norm(gelu(mlm_transform(h))) @ embeddings.token.weight.T "
+                                  "+ mlm_bias",
                                   "nsp_logits = nsp_head(tanh(pooler(h[:, 0]))), from the [CLS] position only",
                                   "x = norm2(x + dropout2(ffn.linear2(gelu(ffn.linear1(x)))))"))
 def _(cls):
@@ -764,7 +791,8 @@ def _(cls):
     assert_bert_output(m(ids, segments), mlm, nsp, "without attention_mask")
 
 
-@BertForPretraining.check("with padding (attention_mask not all True, B=3): every position's MLM logits and the NSP logits match",
+@BertForPretraining.check("with padding (attention_mask not all True, B=3): every position's MLM logits and the NSP "
+                          "logits match",
                           states=("padded tokens are hidden as KEYS from every query",))
 def _(cls):
     m, state = loaded_bert(cls, 820)
@@ -785,11 +813,13 @@ def _(cls):
     as_int = m(ids, segments, mask)
     assert_bert_output(as_int, as_bool[0].detach(), as_bool[1].detach(), "with an int64 0/1 mask")
     alone = m(ids[:1, :5], segments[:1, :5])
-    assert_tensor(as_bool[0][:1, :5], alone[0].detach(), atol=1e-5, what="mlm_logits of the padded row vs the row alone")
+    assert_tensor(as_bool[0][:1, :5], alone[0].detach(), atol=1e-5,
+                  what="mlm_logits of the padded row vs the row alone")
     assert_tensor(as_bool[1][:1], alone[1].detach(), atol=1e-5, what="nsp_logits of the padded row vs the row alone")
 
 
-@BertForPretraining.check("Post-LN with eps 1e-12 everywhere: small-scale weights (norm inputs with variance ~1e-6) still match",
+@BertForPretraining.check("Post-LN with eps 1e-12 everywhere: small-scale weights (norm inputs with variance ~1e-6) "
+                          "still match",
                           states=("Post-LN", "replaced by LayerNorm(D, eps=1e-12)",
                                   "mlm_norm: LayerNorm(D, eps=1e-12)"))
 def _(cls):
@@ -807,7 +837,8 @@ def _(cls):
 
 
 @BertForPretraining.check("encode(input_ids, segment_ids, attention_mask) returns the final hidden states (B, T, D)",
-                          states=("encode(input_ids (B, T), segment_ids (B, T), attention_mask=None) -> hidden states (B, T, D)",))
+                          states=("encode(input_ids (B, T), segment_ids (B, T), attention_mask=None) -> hidden states "
+                                  "(B, T, D)",))
 def _(cls):
     m, state = loaded_bert(cls, 850)
     ids, segments = bert_inputs(2, 6, 851)
@@ -816,7 +847,8 @@ def _(cls):
     assert_tensor(m.encode(ids, segments, mask), hidden, atol=1e-5, what="encode(...)")
 
 
-@BertForPretraining.check("tied MLM head: a loss on mlm_logits sends gradient to every row of the token table and to mlm_bias",
+@BertForPretraining.check("tied MLM head: a loss on mlm_logits sends gradient to every row of the token table and to "
+                          "mlm_bias",
                           states=("the MLM head's weight matrix is the token table embeddings.token.weight",))
 def _(cls):
     m, _ = loaded_bert(cls, 860)
@@ -834,7 +866,8 @@ def _(cls):
 
 
 @BertForPretraining.check("dropout=0.3: eval mode is dropout-free (equals the oracle); training mode is random",
-                          states=("the dropout probability everywhere, in training mode; in eval mode the model is dropout-free",))
+                          states=("the dropout probability everywhere, in training mode; in eval mode the model is "
+                                  "dropout-free",))
 def _(cls):
     m, state = loaded_bert(cls, 870, dropout=0.3)
     ids, segments = bert_inputs(2, 6, 871)
@@ -878,7 +911,8 @@ def bert_train_oracle(state, input_ids, segment_ids, p, sites=DROPOUT_SITES):
 
 @BertForPretraining.check("training mode, dropout=0.3, every nn.Dropout swapped for a fixed mask: dropout after the "
                           "embeddings, on the attention weights, and dropout1 and dropout2 in every layer",
-                          states=("dropout acts at four sites", "dropout1 and dropout2 on every layer's sublayer outputs",
+                          states=("dropout acts at four sites",
+                                  "dropout1 and dropout2 on every layer's sublayer outputs",
                                   "the hidden tests swap each for a fixed mask"))
 def _(cls):
     m, state = loaded_bert(cls, 875, dropout=0.3)
@@ -886,7 +920,8 @@ def _(cls):
     fix_dropout(m).train()
     out = m(ids, segments)
     try:
-        assert_bert_output(out, *bert_train_oracle(state, ids, segments, 0.3), "in training mode with fixed dropout masks")
+        assert_bert_output(out, *bert_train_oracle(state, ids, segments, 0.3),
+                           "in training mode with fixed dropout masks")
     except AssertionError:
         for missing in [(site,) for site in DROPOUT_SITES] + [("dropout1", "dropout2")]:
             without = bert_train_oracle(state, ids, segments, 0.3, [s for s in DROPOUT_SITES if s not in missing])
@@ -897,8 +932,10 @@ def _(cls):
         raise
 
 
-@BertForPretraining.side_check("bad arguments raise ValueError (num_layers=0, 1-D input_ids, segment_ids or attention_mask of another shape)",
-                               states=("ValueError if num_layers < 1, input_ids is not 2-dimensional, or segment_ids or attention_mask is not of shape (B, T)",))
+@BertForPretraining.side_check("bad arguments raise ValueError (num_layers=0, 1-D input_ids, segment_ids or "
+                               "attention_mask of another shape)",
+                               states=("ValueError if num_layers < 1, input_ids is not 2-dimensional, or segment_ids "
+                                       "or attention_mask is not of shape (B, T)",))
 def _(cls):
     assert_raises_value_error(cls, BV_, BD_, BH_, 0, BFF_)
     m = cls(BV_, BD_, BH_, BN_, BFF_, max_len=BL_)
@@ -937,7 +974,8 @@ def loss_inputs(B, T, V, seed, labelled=0.3):
     return mlm_logits, labels, nsp_logits, nsp_labels
 
 
-@bert_pretraining_loss.check("fixed example (B=2, T=5, V=7): total, mlm, nsp equal F.cross_entropy with ignore_index=-100",
+@bert_pretraining_loss.check("fixed example (B=2, T=5, V=7): total, mlm, nsp equal F.cross_entropy with "
+                             "ignore_index=-100",
                              states=("(total, mlm, nsp), three scalar (shape ()) tensors", "total = mlm + nsp"))
 def _(fn):
     mlm_logits = torch.linspace(-2, 2, 70).reshape(2, 5, 7).sin() * 3
@@ -966,7 +1004,8 @@ def _(fn):
     assert_losses(out, loss_oracle(*args), "for large logits", atol=1e-2)
 
 
-@bert_pretraining_loss.check("gradients: d total / d mlm_logits is (softmax - one-hot) / n on labelled positions, 0 elsewhere",
+@bert_pretraining_loss.check("gradients: d total / d mlm_logits is (softmax - one-hot) / n on labelled positions, 0 "
+                             "elsewhere",
                              states=("mean cross-entropy over the positions whose label is not -100",
                                      "total = mlm + nsp"))
 def _(fn):
@@ -989,7 +1028,8 @@ def _(fn):
 
 
 @bert_pretraining_loss.side_check("bad shapes raise ValueError",
-                                  states=("ValueError if mlm_logits is not 3-dimensional, mlm_labels is not (B, T), nsp_logits is not (B, 2) or nsp_labels is not (B,)",))
+                                  states=("ValueError if mlm_logits is not 3-dimensional, mlm_labels is not (B, T), "
+                                          "nsp_logits is not (B, 2) or nsp_labels is not (B,)",))
 def _(fn):
     mlm_logits, labels, nsp_logits, nsp_labels = loss_inputs(2, 4, 5, 893)
     assert_raises_value_error(fn, mlm_logits[0], labels[0], nsp_logits, nsp_labels)

@@ -14,13 +14,23 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.boundary.spec import (Exercise, assert_raises_value_error, assert_tensor, fix_dropout, load_torch_attention,
-                                  manual_seed, random_weights, randn, seeded)
-from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
-from grader.boundary.spec import LOSSES, MULTI_HEAD_ATTENTION, TRANSFORMER  # the routines this chapter forbids
+from grader.boundary.spec import (
+    LOSSES,
+    MULTI_HEAD_ATTENTION,
+    TRANSFORMER,
+    Exercise,
+    assert_raises_value_error,
+    assert_tensor,
+    changed_in_place,  # in-place changes are judged by the in-place rule only
+    fix_dropout,
+    load_torch_attention,
+    manual_seed,
+    randn,
+    random_weights,
+    seeded,
+)
 from solutions.add_and_norm import PositionwiseFeedForward
 from solutions.multi_head_attention import MultiHeadAttention
-
 
 # ---------------------------------------------------------------- correct pieces, written here
 
@@ -134,7 +144,8 @@ def oracle_logits(state, src, tgt, d_model, num_heads, d_ff, num_layers, pad_id)
 causal_mask = Exercise("causal_mask", points=1)
 
 
-@causal_mask.check("fixed values for T=4: True on and below the diagonal", states=("(T, T) bool", "on and below the diagonal"))
+@causal_mask.check("fixed values for T=4: True on and below the diagonal",
+                   states=("(T, T) bool", "on and below the diagonal"))
 def _(fn):
     expected = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool)
     assert_tensor(fn(4), expected, atol=0, rtol=0, what="causal_mask(4)")
@@ -317,7 +328,8 @@ def _(cls):
     p = {name: round(d.p, 6) for name, d in m.named_modules() if isinstance(d, nn.Dropout)}
     for name in ("dropout1", "dropout2", "dropout3", "self_attn.dropout", "cross_attn.dropout", "ffn.dropout"):
         if p.get(name) != 0.25:
-            raise AssertionError(f"`{name}` should be an nn.Dropout with p = dropout = 0.25; the layer's dropouts are {p}")
+            raise AssertionError(f"`{name}` should be an nn.Dropout with p = dropout = 0.25; the layer's dropouts are "
+                                 f"{p}")
     state = random_weights(m, decoder_layer_names(), 657)
     oracle = DecoderLayerStandIn(D_, H_, FF_, dropout=0.25)
     oracle.load_state_dict(state)
@@ -465,7 +477,8 @@ def _(cls):
 
 
 @Transformer.check("encode(src) -> (B, S, D) and decode(tgt, memory, src) -> the same logits as forward",
-                   states=("encode(src (B, S)) -> memory (B, S, D)", "decode(tgt (B, T), memory (B, S, D), src (B, S))"))
+                   states=("encode(src (B, S)) -> memory (B, S, D)",
+                           "decode(tgt (B, T), memory (B, S, D), src (B, S))"))
 def _(cls):
     m, _ = loaded_model(cls, 720)
     src = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]])
@@ -566,7 +579,8 @@ def _(fn):
     assert_tensor(out, torch.tensor([[1], [1]]), atol=0, rtol=0, what="greedy_decode with max_len=1")
 
 
-@greedy_decode.check("encode is called once; decode once per generated token", states=("called once", "called once per new token"))
+@greedy_decode.check("encode is called once; decode once per generated token",
+                     states=("called once", "called once per new token"))
 def _(fn):
     model = ChainModel(CHAINS)
     out = fn(model, torch.tensor([[3, 4, 5], [5, 6, 0], [7, 0, 0]]), 12, 1, 2)
@@ -587,14 +601,18 @@ def _(fn):
                              "(generation never trains, and tracking gradients costs memory at every step)")
 
 
-@greedy_decode.check("a model in eval mode decodes in eval mode and is left in eval mode (never switched to training mode)",
-                     states=("never switch it to training mode", "the model decodes in eval mode and is left in eval mode"))
+@greedy_decode.check("a model in eval mode decodes in eval mode and is left in eval mode (never switched to training "
+                     "mode)",
+                     states=("never switch it to training mode",
+                             "the model decodes in eval mode and is left in eval mode"))
 def _(fn):
     model = ChainModel(CHAINS).eval()
     fn(model, torch.tensor([[3, 4, 5], [5, 6, 0], [7, 0, 0]]), 12, 1, 2)
     if model.modes != {"eval"} or model.training:
-        raise AssertionError(f"the model, handed over in eval mode, ran encode/decode in {sorted(model.modes)} mode and "
-                             f"was left in {'training' if model.training else 'eval'} mode: decoding never switches the "
+        raise AssertionError(f"the model, handed over in eval mode, ran encode/decode in {sorted(model.modes)} mode "
+                             "and "
+                             f"was left in {'training' if model.training else 'eval'} mode: decoding never switches "
+                             "the "
                              "model to training mode (dropout would then make every step random)")
 
 
@@ -696,7 +714,8 @@ def _(fn):
                   what="label_smoothed_loss(..., smoothing=0)")
 
 
-@label_smoothed_loss.check("KL from an independent formula; equals torch's label_smoothing=eps*C/(C-1) minus the entropy of q")
+@label_smoothed_loss.check("KL from an independent formula; equals torch's label_smoothing=eps*C/(C-1) minus the "
+                           "entropy of q")
 def _(fn):
     logits = 3 * randn(8, 6, seed=741)
     targets = torch.randint(0, 6, (8,), generator=seeded(742))
@@ -798,7 +817,8 @@ def _(fn):
                       f"noam_learning_rate({step}, 256, 30, factor=2.5)")
 
 
-@noam_learning_rate.side_check("step < 1 raises ValueError (the schedule counts steps from 1)", states=("counted from 1",))
+@noam_learning_rate.side_check("step < 1 raises ValueError (the schedule counts steps from 1)",
+                               states=("counted from 1",))
 def _(fn):
     assert_raises_value_error(fn, 0, 512, 4000)
     assert_raises_value_error(fn, -3, 512, 4000)

@@ -18,11 +18,25 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.boundary.spec import (Exercise, FixedDropout, assert_raises_value_error, assert_tensor, fix_dropout, manual_seed,
-                         mixed, randn, seeded, seeded_by_name)
-from grader.boundary.spec import changed_in_place, kept  # in-place changes are judged by the in-place rule only
-from grader.boundary.spec import DECODER_LAYER, ENCODER_LAYER, MULTI_HEAD_FUNCTION, MULTI_HEAD_MODULE, SCALED_DOT_PRODUCT  # the routines this chapter forbids
-
+from grader.boundary.spec import (
+    DECODER_LAYER,
+    ENCODER_LAYER,
+    MULTI_HEAD_FUNCTION,
+    MULTI_HEAD_MODULE,
+    SCALED_DOT_PRODUCT,
+    Exercise,
+    FixedDropout,
+    assert_raises_value_error,
+    assert_tensor,
+    changed_in_place,  # in-place changes are judged by the in-place rule only (with kept)
+    fix_dropout,
+    kept,
+    manual_seed,
+    mixed,
+    randn,
+    seeded,
+    seeded_by_name,
+)
 
 # ---------------------------------------------------------------- correct pieces, written here
 
@@ -273,7 +287,8 @@ def _(cls):
     logits = model(idx)
     fixed = {site: FixedDropout(0.2) for site in GPT_DROPOUT_SITES}
     try:
-        assert_tensor(logits, oracle_logits(state, idx, drop=fixed), atol=1e-5, what="training-mode logits (fixed masks)")
+        assert_tensor(logits, oracle_logits(state, idx, drop=fixed), atol=1e-5,
+                      what="training-mode logits (fixed masks)")
     except AssertionError:
         for missing in [(site,) for site in GPT_DROPOUT_SITES] + [GPT_DROPOUT_SITES[2:]]:
             without = oracle_logits(state, idx, drop={k: d for k, d in fixed.items() if k not in missing})
@@ -642,7 +657,8 @@ ORDER_ROW = torch.tensor([[3.0, 2.6, 2.2, 1.0, 0.0, -1.0]])
 
 
 @sample_next_token.check("the order: temperature, then top-k, then top-p measured on what top-k left",
-                         states=("in this order, apply_temperature, top_k_filter, then top_p_filter (on the already filtered logits)",))
+                         states=("in this order, apply_temperature, top_k_filter, then top_p_filter (on the already "
+                                 "filtered logits)",))
 def _(fn):
     # temperature before top-p: at T=3 the nucleus of p=0.5 has 3 tokens, at T=1 only 2;
     # top-k before top-p: after top_k=2 the top token alone holds more than p=0.55.
@@ -750,7 +766,8 @@ def _(fn):
 
 @generate.check("use_cache=True feeds one new token while the cache has room, a fresh window when it is full",
                 states=("the first step runs the (cropped) prompt with use_cache=True",
-                        "each later step feeds only the newest token with the cache, while the cache plus that token fit in block_size",
+                        "each later step feeds only the newest token with the cache, while the cache plus that token "
+                        "fit in block_size",
                         "start a new cache from the last block_size tokens"))
 def _(fn):
     model = WindowModel(seed=975)
@@ -1030,7 +1047,8 @@ def _(fn):
 
 
 @train_bpe.check("repeated characters: pairs counted at every position, merged without overlap ('aaaa', 'aaaaa')",
-                 states=('counts every adjacent pair of the current sequence at every position ("aaa" holds the pair (97, 97) twice)',
+                 states=('counts every adjacent pair of the current sequence at every position ("aaa" holds the pair '
+                         '(97, 97) twice)',
                          "replaces its non-overlapping occurrences, left to right"))
 def _(fn):
     assert_merges(fn("aaaa", 3), [(97, 97), (256, 256)], "train_bpe('aaaa', 3)")

@@ -15,10 +15,17 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.boundary.spec import Exercise, assert_raises_value_error, assert_tensor, random_weights, randn, seeded
-from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
-from grader.boundary.spec import MULTI_HEAD_ATTENTION, RMS_NORM  # the routines this chapter forbids
-
+from grader.boundary.spec import (
+    MULTI_HEAD_ATTENTION,
+    RMS_NORM,
+    Exercise,
+    assert_raises_value_error,
+    assert_tensor,
+    changed_in_place,  # in-place changes are judged by the in-place rule only
+    randn,
+    random_weights,
+    seeded,
+)
 
 # ---------------------------------------------------------------- oracles and correct pieces, written here
 
@@ -272,7 +279,8 @@ def assert_tables(result, expected, what):
     assert_tensor(result[1], expected[1], atol=1e-5, what=f"{what}[1] (sin)")
 
 
-@rope_frequencies.check("fixed values, head_dim=4, max_len=3, base=100: pair 0 turns 1 rad per position, pair 1 0.1 rad",
+@rope_frequencies.check("fixed values, head_dim=4, max_len=3, base=100: pair 0 turns 1 rad per position, "
+                        "pair 1 0.1 rad",
                         states=("Dimension i of a head (i < Dh/2) is paired with dimension i + Dh/2",
                                 "pair i turns by the angle p * base**(-2i/Dh) at position p"))
 def _(fn):
@@ -366,8 +374,10 @@ def _(fn):
     assert_tensor(fn(x64, cos64, sin64), apply_rope_oracle(x64, cos64, sin64), atol=1e-12, what="apply_rope in float64")
 
 
-@apply_rope.side_check("positions past the table, a negative offset, a table of the wrong width, or 3-D x raise ValueError",
-                       states=("ValueError if x is not 4-dimensional, cos or sin is not (L, Dh), offset < 0, or offset + T > L",))
+@apply_rope.side_check("positions past the table, a negative offset, a table of the wrong width, or 3-D x raise "
+                       "ValueError",
+                       states=("ValueError if x is not 4-dimensional, cos or sin is not (L, Dh), offset < 0, or offset "
+                               "+ T > L",))
 def _(fn):
     cos, sin = rope_oracle(8, 5)
     assert_raises_value_error(fn, randn(1, 1, 4, 8, seed=926), cos, sin, offset=2)
@@ -387,7 +397,8 @@ def loaded_swiglu(cls, D, hidden, seed):
 
 
 @SwiGLUFeedForward.check("parameters w_gate (h, D), w_up (h, D), w_down (D, h), no biases",
-                         states=("w_gate, w_up: nn.Linear(D, d_hidden, bias=False); w_down: nn.Linear(d_hidden, D, bias=False)",))
+                         states=("w_gate, w_up: nn.Linear(D, d_hidden, bias=False); w_down: nn.Linear(d_hidden, D, "
+                                 "bias=False)",))
 def _(cls):
     exact_parameters(cls(8, 12), {"w_gate.weight": (12, 8), "w_up.weight": (12, 8), "w_down.weight": (8, 12)})
 
@@ -423,7 +434,8 @@ repeat_kv = Exercise("repeat_kv", points=1,
                      forbidden=("torch.repeat_interleave", "torch.Tensor.repeat_interleave"))
 
 
-@repeat_kv.check("fixed values: kv heads [10, 20] with n_rep=3 give heads [10, 10, 10, 20, 20, 20], not [10, 20, 10, ...]",
+@repeat_kv.check("fixed values: kv heads [10, 20] with n_rep=3 give heads [10, 10, 10, 20, 20, 20], not [10, 20, 10, "
+                 "...]",
                  states=("kv head 0 n_rep times, then kv head 1", "NOT 0, 1, 0, 1"))
 def _(fn):
     x = torch.tensor([10.0, 20.0]).reshape(1, 2, 1, 1)
@@ -478,7 +490,8 @@ def _(cls):
                                          "W_o.weight": (24, 24)})
 
 
-@GroupedQueryAttention.check("H=4, Hkv=2 matches RoPE + repeat_interleave + causal F.scaled_dot_product_attention (B=2, T=6 < max_len=16)",
+@GroupedQueryAttention.check("H=4, Hkv=2 matches RoPE + repeat_interleave + causal F.scaled_dot_product_attention "
+                             "(B=2, T=6 < max_len=16)",
                              states=("RoPE (positions 0 .. T-1) on q and k",
                                      "causal softmax(q k^T / sqrt(Dh)) v per head",
                                      "the heads merged and projected by W_o"))
@@ -488,7 +501,8 @@ def _(cls):
     assert_tensor(m(x), gqa_oracle(state, x, 4, 2).detach(), atol=1e-5, what="GroupedQueryAttention(x)")
 
 
-@GroupedQueryAttention.check("H=6, Hkv=2: query heads 0-2 share kv head 0 and heads 3-5 kv head 1 (not 0, 1, 0, 1, ...)",
+@GroupedQueryAttention.check("H=6, Hkv=2: query heads 0-2 share kv head 0 and heads 3-5 kv head 1 "
+                             "(not 0, 1, 0, 1, ...)",
                              states=("query head j uses kv head j // (H / Hkv)",))
 def _(cls):
     m, state = loaded_gqa(cls, 24, 6, 2, 8, 962)
@@ -506,7 +520,8 @@ def _(cls):
                       what=f"GroupedQueryAttention(x) with num_kv_heads={Hkv}")
 
 
-@GroupedQueryAttention.check("RoPE on q and k only: with every query and key at zero, the output is the mean of W_o W_v x over the past",
+@GroupedQueryAttention.check("RoPE on q and k only: with every query and key at zero, the output is the mean of W_o "
+                             "W_v x over the past",
                              states=("on q and k, never on v",))
 def _(cls):
     m, state = loaded_gqa(cls, 16, 4, 2, 8, 966)
@@ -546,14 +561,16 @@ def _(cls):
     buffers = {name for name, _ in m.named_buffers()}
     missing = [name for name in ("cos", "sin") if name not in buffers]
     if missing:
-        raise AssertionError(f"{missing} are not buffers of the module (its buffers: {sorted(buffers)}): a plain tensor "
+        raise AssertionError(f"{missing} are not buffers of the module (its buffers: {sorted(buffers)}): a plain "
+                             "tensor "
                              "attribute stays behind when the model moves (.to('cuda')); use self.register_buffer")
     m.to(torch.device("meta"))
     if not (on_meta(lambda: m.cos) and on_meta(lambda: m.sin)):
         raise AssertionError("after module.to('meta'), cos and sin are still on the cpu: register them as buffers")
 
 
-@GroupedQueryAttention.check("cos and sin stay out of the state_dict (persistent=False: they are recomputed, not saved)",
+@GroupedQueryAttention.check("cos and sin stay out of the state_dict "
+                             "(persistent=False: they are recomputed, not saved)",
                              states=("registered as buffers (persistent=False)",))
 def _(cls):
     saved = [name for name in cls(16, 4, 2, 8).state_dict() if name in ("cos", "sin")]
@@ -760,7 +777,8 @@ def moe_pair(result, what):
 
 
 @MoEFeedForward.check("parameters: router (E, D) without bias, experts.e.w_gate / w_up / w_down for each expert",
-                      states=("router: nn.Linear(D, E, bias=False); experts: nn.ModuleList of E SwiGLUFeedForward(D, d_hidden)",))
+                      states=("router: nn.Linear(D, E, bias=False); experts: nn.ModuleList of E SwiGLUFeedForward(D, "
+                              "d_hidden)",))
 def _(cls):
     m = cls(8, 12, 4, 2)
     want = {"router.weight": (4, 8)}
@@ -782,7 +800,8 @@ def _(cls):
     assert_tensor(out, expected_out.detach(), atol=1e-5, what="output")
 
 
-@MoEFeedForward.check("top_k=1: each token's output is exactly its favourite expert's output (the weight renormalises to 1)",
+@MoEFeedForward.check("top_k=1: each token's output is exactly its favourite expert's output (the weight renormalises "
+                      "to 1)",
                       states=("the kept weights sum to 1",))
 def _(cls):
     m, state = loaded_moe(cls, 5, 1, 1002)

@@ -11,11 +11,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.boundary.spec import (Exercise, assert_pair, assert_raises_value_error, assert_tensor, load_torch_attention,
-                         randn)
-from grader.boundary.spec import MULTI_HEAD_ATTENTION  # the routines this chapter forbids
+from grader.boundary.spec import (
+    MULTI_HEAD_ATTENTION,
+    Exercise,
+    assert_pair,
+    assert_raises_value_error,
+    assert_tensor,
+    load_torch_attention,
+    randn,
+)
 from solutions.self_attention import scaled_dot_product_attention
-
 
 # ---------------------------------------------------------------- correct pieces, written here
 

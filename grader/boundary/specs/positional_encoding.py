@@ -70,7 +70,8 @@ def _(fn):
                   what="sinusoidal_positional_encoding(128, 32)")
 
 
-@sinusoidal_positional_encoding.check("every row has squared norm d_model / 2 (each pair is a point on the unit circle)")
+@sinusoidal_positional_encoding.check("every row has squared norm d_model / 2 "
+                                      "(each pair is a point on the unit circle)")
 def _(fn):
     P = fn(50, 10)
     assert_tensor((P * P).sum(-1), torch.full((50,), 5.0), atol=1e-4, what="squared row norms")
@@ -86,7 +87,8 @@ def _(fn):
                       what=f"P[t] . P[t + {k}] over t")
 
 
-@sinusoidal_positional_encoding.check("the table does not depend on max_len: rows of a longer table equal the shorter one")
+@sinusoidal_positional_encoding.check("the table does not depend on max_len: rows of a longer table equal the shorter "
+                                      "one")
 def _(fn):
     short, long = fn(5, 8), fn(40, 8)
     assert_tensor(long[:5], short, atol=1e-6, what="first 5 rows of sinusoidal_positional_encoding(40, 8)")

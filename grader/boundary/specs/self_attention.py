@@ -5,10 +5,17 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from grader.boundary.spec import Exercise, assert_pair, assert_raises_value_error, assert_tensor, randn
-from grader.boundary.spec import changed_in_place  # in-place changes are judged by the in-place rule only
-from grader.boundary.spec import MULTI_HEAD_FUNCTION, SCALED_DOT_PRODUCT, SOFTMAX  # the routines this chapter forbids
-
+from grader.boundary.spec import (
+    MULTI_HEAD_FUNCTION,
+    SCALED_DOT_PRODUCT,
+    SOFTMAX,
+    Exercise,
+    assert_pair,
+    assert_raises_value_error,
+    assert_tensor,
+    changed_in_place,  # in-place changes are judged by the in-place rule only
+    randn,
+)
 
 softmax = Exercise("softmax", points=2, forbidden=SOFTMAX)
 scaled_dot_product_attention = Exercise("scaled_dot_product_attention", points=3,
@@ -44,7 +51,8 @@ def _(fn):
     assert_tensor(out, F.softmax(x, dim=-1), atol=1e-5, rtol=1e-3)
 
 
-@softmax.check("-inf entries get probability exactly 0, the others still sum to 1", states=("-inf (they get probability 0)",))
+@softmax.check("-inf entries get probability exactly 0, the others still sum to 1",
+               states=("-inf (they get probability 0)",))
 def _(fn):
     x = randn(3, 5, seed=204)
     x[0, 1] = x[1, 0] = x[1, 4] = x[2, 2] = float("-inf")

@@ -5,9 +5,16 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor,
-                           expect_value_error, fail, passed)
-
+from course.checks import (
+    avoid_library_call,
+    close,
+    diagnose,
+    expect_pair,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    passed,
+)
 
 # ---------------------------------------------------------------- softmax
 
@@ -18,7 +25,9 @@ A_WHOLE = [[0.069789, 0.189707, 0.515677], [0.189707, 0.025674, 0.009445]]  # ex
 
 
 def check_softmax(softmax) -> None:
-    avoid_library_call(softmax, ("softmax", "log_softmax"), "your code calls a library softmax: write it yourself (the grader gives zero to a solution that calls one)")
+    avoid_library_call(softmax, ("softmax", "log_softmax"),
+                       "your code calls a library softmax: write it yourself (the grader gives zero to a solution that "
+                       "calls one)")
     x = A.clone()
     out = softmax(x)
     if not torch.equal(x, A):
@@ -85,7 +94,9 @@ W_MASK_WRONG = {
 
 
 def check_scaled_dot_product_attention(attention) -> None:
-    avoid_library_call(attention, ("scaled_dot_product_attention",), "your code calls F.scaled_dot_product_attention: write it yourself (the grader gives zero to a solution that calls it)")
+    avoid_library_call(attention, ("scaled_dot_product_attention",),
+                       "your code calls F.scaled_dot_product_attention: write it yourself (the grader gives zero to a "
+                       "solution that calls it)")
     out, weights = expect_pair(attention(Q, K, V), "scaled_dot_product_attention(q, k, v)")
     if type(weights) is torch.Tensor and tuple(weights.shape) == (3, 2):
         fail("weights have shape (S, T) = (3, 2); they should be (T, S): one row per query, one column per key")
@@ -142,7 +153,8 @@ def _linear(module, name, out_features, in_features, bias):
     if (layer.in_features, layer.out_features) != (in_features, out_features):
         fail(f"self.{name} maps {layer.in_features} -> {layer.out_features}; expected {in_features} -> {out_features}")
     if (layer.bias is not None) != bias:
-        fail(f"self.{name} should {'have' if bias else 'not have'} a bias when bias={bias}: pass bias=bias to nn.Linear")
+        fail(f"self.{name} should {'have' if bias else 'not have'} a bias when bias={bias}: "
+             "pass bias=bias to nn.Linear")
 
 
 def check_SelfAttention(cls) -> None:

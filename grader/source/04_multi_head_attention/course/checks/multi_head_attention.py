@@ -5,8 +5,16 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor,
-                           expect_value_error, fail, passed)
+from course.checks import (
+    avoid_library_call,
+    close,
+    diagnose,
+    expect_pair,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    passed,
+)
 
 
 def _call(fn, *args, what: str):

@@ -10,8 +10,17 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course.checks import (avoid_library_call, close, diagnose, expect_dropouts, expect_tensor, expect_value_error,
-                           fail, name_wave, passed)
+from course.checks import (
+    avoid_library_call,
+    close,
+    diagnose,
+    expect_dropouts,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    name_wave,
+    passed,
+)
 
 
 def _bool(mask, what: str) -> None:
@@ -183,7 +192,8 @@ def check_Transformer(cls) -> None:
         std = table.weight.std().item()
         if std > 0.8:
             fail(f"the shared table still has nn.Embedding's default N(0, 1) start (std {std:.2f}): it is also the "
-                 "output layer, so start it small, nn.init.normal_(self.embedding.embedding.weight, std=d_model ** -0.5); "
+                 "output layer, so start it small, nn.init.normal_(self.embedding.embedding.weight, std=d_model ** "
+                 "-0.5); "
                  "with the default start the training below stalls")
         if not 0.2 < std < 0.3:
             fail(f"with d_model=16 the table should start with standard deviation 1/sqrt(16) = 0.25, got {std:.3f}")

@@ -183,17 +183,17 @@ def recording_attention(modules: dict[str, torch.nn.Module]):
 
 def plot_attention_grid(maps: list[torch.Tensor], query_labels: list[str], key_labels: list[str], title: str,
                         xlabel: str = "key", ylabel: str = "query"):
-    """One row per layer, one column per head: maps[l] is layer l's (H, T, S) weights for one example."""
+    """One row per layer, one column per head: maps[i] is layer i's (H, T, S) weights for one example."""
     L, H = len(maps), maps[0].shape[0]
     fig, axes = plt.subplots(L, H, figsize=(2.3 * H + 0.8, 2.3 * L + 0.6), squeeze=False)
-    for l, layer_maps in enumerate(maps):
+    for i, layer_maps in enumerate(maps):
         for h in range(H):
-            ax = axes[l, h]
+            ax = axes[i, h]
             ax.imshow(layer_maps[h].detach().cpu(), cmap="viridis", vmin=0, vmax=1, aspect="auto")
             ax.set_xticks(range(len(key_labels)), key_labels, fontsize=6, rotation=90)
             ax.set_yticks(range(len(query_labels)), query_labels if h == 0 else [], fontsize=6)
-            ax.set_title(f"layer {l}, head {h}", fontsize=8)
-        axes[l, 0].set_ylabel(ylabel, fontsize=7)
+            ax.set_title(f"layer {i}, head {h}", fontsize=8)
+        axes[i, 0].set_ylabel(ylabel, fontsize=7)
     for ax in axes[-1]:
         ax.set_xlabel(xlabel, fontsize=7)
     fig.suptitle(title, fontsize=10)
