@@ -8,7 +8,8 @@
   or the line above (the command line's start-up, the child's entry point, the checks loaded while
   the fork server starts).
 - The trust boundary (grader/boundary) imports nothing of the class (grader/classroom) or of authoring
-  (grader/authoring), and the class nothing of authoring.
+  (grader/authoring), and the class nothing of authoring; the class's shared types and locks import
+  nothing else of the class; only `python -m grader` imports the command line.
 - The first docstring line of each module of the trust boundary says which side it runs on.
 """
 from __future__ import annotations
@@ -166,6 +167,21 @@ def test_rooms_import_one_way():
             if _room(target) in forbidden:
                 wrong.append(f"{m.name} imports {target}")
     assert wrong == []
+
+
+def test_the_class_rests_on_its_shared_types_and_locks():
+    """Submission (grader.classroom.submissions) and the locks are the bottom of the class: they import
+    no other module of it, so every step of the class can use them without a cycle."""
+    for name in ("grader.classroom.submissions", "grader.classroom.locks"):
+        module = graph()[name]
+        imported = module.on_import | {t for t, _, _ in module.in_functions}
+        assert {t for t in imported if _room(t) == "classroom"} == set(), name
+
+
+def test_the_command_line_is_on_top():
+    importers = sorted(m.name for m in graph().values()
+                       if "grader.cli" in m.on_import | {t for t, _, _ in m.in_functions})
+    assert importers == ["grader.__main__"]
 
 
 def test_each_boundary_module_says_its_side():
