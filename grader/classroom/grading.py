@@ -3,11 +3,12 @@
 The pipeline, per submission (trusted steps in this process, learner code only in the pool's sandbox):
 1. stage: read and repair the notebook against the release (grader.classroom.submissions); an unreadable
    notebook, or one of another chapter, is staged as the released notebook with its reason;
-2. judge: the pool runs the learner's cells and the hidden checks in a sandboxed child
-   (grader.boundary.pool, grader.boundary.child, grader.boundary.confine), all submissions side by side (`jobs`);
-3. record (grader.classroom.recording): nbgrader's own autograde, with the judge's verdict in place of its
-   Execute step (grader.boundary.pool.FillVerdict), so the gradebook, feedback and export hold it. A submission whose
-   grading failed gets zero with the reason, never its old score.
+2. judge (grader.boundary.pool): the learner's cells run in a sandboxed child, the hidden checks in this
+   process against it (grader.boundary.proxy), all submissions side by side (`jobs`), or on a Dask
+   cluster (grader.classroom.cluster);
+3. record (grader.classroom.recording): nbgrader's own autograde, with the verdict in place of its Execute
+   step (FillVerdict), so the gradebook, feedback and export hold it. A submission whose grading failed
+   gets zero with the reason, never its old score.
 """
 from __future__ import annotations
 
