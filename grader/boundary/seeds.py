@@ -8,7 +8,7 @@ asks a submission the same questions and its score changes only where a check or
 They are kept in the course directory, `secrets/<assignment>.json` ({student: secret}, readable by
 its owner only), beside `history/`: that folder is the instructor's and no nbgrader step copies it
 anywhere a learner sees, whereas `autograded/` is rebuilt by nbgrader's autograde and is what the
-feedback is generated from. The sandboxed child never receives a secret (grader.boundary.pool.Job keeps it
+feedback is generated from. The sandboxed child never receives a secret (grader.boundary.unit.Job keeps it
 in the trusted process).
 """
 from __future__ import annotations

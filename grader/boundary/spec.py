@@ -49,7 +49,7 @@ class Exercise:
         learner the rule this check enforces ("in place", "ValueError", ...); optional. A `side`
         check tests a rule beside the answer (bad input raises ValueError, the input is left as it
         was), which an answer that does nothing (returns None, always raises) also keeps: it pays
-        only when a check that is not a side check passed too (grader.boundary.runner.run_each)."""
+        only when a check that is not a side check passed too (grader.boundary.score.run_each)."""
         def register(fn: Callable[[Any], None]):
             self.checks.append(Check(description, fn, tuple(states), side))
             return fn
