@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab demo test test-integration bench build release clean hub hub-setup
+.PHONY: setup lab demo lint test test-integration bench build release clean hub hub-setup
 
 setup: $(STAMP)
 
@@ -21,9 +21,13 @@ lab: setup
 demo: setup
 	$(BIN)/grader demo
 
+# ruff's linter (configured in pyproject.toml; never its formatter): `make test` runs it first.
+lint: setup
+	$(BIN)/ruff check .
+
 # Two workers on a 2-core machine: one file's tests stay on one worker (module fixtures), and
 # the long nbgrader class run overlaps with the notebooks.
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m "not integration"
 
 # The class end to end on real servers (JupyterHub, PostgreSQL, a Dask cluster): minutes each, so

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import nbformat
 
-from grader import samples
+from grader.authoring import samples
+from grader.authoring.execute import execute_source
 from grader.chapters import CHAPTERS, find_chapter
-from grader.execute import execute_source
 
 
 def main(keys: list[str]) -> None:

@@ -26,9 +26,9 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import grader.grading as grading  # noqa: E402
-from grader import samples  # noqa: E402
-from grader.chapters import find_chapter  # noqa: E402
+import grader.classroom.grading as grading
+from grader.authoring import samples
+from grader.chapters import find_chapter
 
 NOTEBOOKS = 10_000 * 9
 
@@ -72,10 +72,11 @@ def main() -> int:
     parser.add_argument("--at", type=int, default=64, help="workers (one core each) assumed for the projection")
     args = parser.parse_args()
     from distributed import LocalCluster
-    from grader.sandbox import start_fork_server
+
+    from grader.boundary import forkserver
 
     chapter = find_chapter(args.chapter)
-    start_fork_server()
+    forkserver.start()
     with tempfile.TemporaryDirectory(prefix="grader-bench-cluster-") as tmp:
         root = Path(tmp)
         write_class(root / "inbox", chapter, args.students)
@@ -97,7 +98,8 @@ def main() -> int:
     drivers = max(1, math.ceil(recording / judging)) if judging else 1
     print(f"projection, 10,000 x 9 = {NOTEBOOKS:,} notebooks on {args.at} Dask workers (one core each): judging "
           f"{judging:.1f} h; recording {recording:.1f} h for one driver, so {max(judging, recording):.1f} h with one "
-          f"driver, {max(judging, recording / drivers):.1f} h with {drivers} drivers (shards sharing one PostgreSQL gradebook)")
+          f"driver, {max(judging, recording / drivers):.1f} h with {drivers} drivers (shards sharing one PostgreSQL "
+          "gradebook)")
     print("(chapter 02 is among the quickest to judge; later chapters train small models and take longer per notebook)")
     return 0
 

@@ -6,7 +6,7 @@ projection to a class of 100 students x 9 chapters.
     .venv/bin/python benchmarks/grading.py --students 30 --chapters 01 02 03 04 05 06 --jobs 2   # the issue's class
     .venv/bin/python benchmarks/grading.py --no-stock                   # skip the (slow) stock nbgrader run
 
-The class mixes the reference, the untouched release and catalogued wrong answers (grader.samples).
+The class mixes the reference, the untouched release and catalogued wrong answers (grader.authoring.samples).
 Stock nbgrader runs each notebook in a fresh Jupyter kernel, the hidden checks inside it; ours runs
 each in a child forked from a warm, sandboxed pool and records the verdict through nbgrader.
 """
@@ -24,7 +24,8 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from grader import samples, seeds
+from grader.authoring import samples
+from grader.boundary import seeds
 from grader.chapters import find_chapter
 from grader.coursedir import CourseDir
 
@@ -76,7 +77,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-stock", action="store_true")
     parser.add_argument("--repeat", type=int, default=3, help="runs of the cold `grader grade` and of `import torch`")
-    parser.add_argument("--secret", type=int, default=1, help="the hidden inputs' secret of both routes (grader.seeds)")
+    parser.add_argument("--secret", type=int, default=1,
+                        help="the hidden inputs' secret of both routes (grader.boundary.seeds)")
     args = parser.parse_args()
     # One secret for both routes, so that "same scores" compares like with like: `grader autograde`
     # otherwise draws one per submission, and a wrong answer's partial score depends on the inputs.
@@ -102,7 +104,8 @@ def main() -> None:
         inbox = tmp / "inbox"
         count = write_class(inbox, chapters, args.students)
         print(f"class: {args.students} students x {len(chapters)} chapters = {count} notebooks, --jobs {args.jobs}")
-        ours_s = seconds(grader + ["autograde", str(inbox), "--course-dir", str(tmp / "ours"), "--jobs", str(args.jobs)])
+        ours_s = seconds(grader
+                         + ["autograde", str(inbox), "--course-dir", str(tmp / "ours"), "--jobs", str(args.jobs)])
         per = ours_s / count
         print(f"`grader autograde`:                      {ours_s:6.1f} s  ({per:.2f} s per notebook, release, "
               "feedback and export included)")
@@ -111,7 +114,8 @@ def main() -> None:
         small = tmp / "inbox-one"
         first = sorted(inbox.iterdir())[0]
         shutil.copytree(first, small / first.name)
-        small_s = seconds(grader + ["autograde", str(small), "--course-dir", str(tmp / "ours-one"), "--jobs", str(args.jobs)])
+        small_s = seconds(grader
+                          + ["autograde", str(small), "--course-dir", str(tmp / "ours-one"), "--jobs", str(args.jobs)])
         marginal = max(ours_s - small_s, 0.0) / max(count - len(chapters), 1)
         print(f"`grader autograde` of one student:       {small_s:6.1f} s  -> each further notebook {marginal:.2f} s")
         if not args.no_stock:

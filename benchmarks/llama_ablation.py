@@ -264,7 +264,8 @@ def main(argv: list[str] | None = None) -> dict:
                 record["cpu_s"] = round(before_cpu + session["cpu_s"], 1)
                 args.out.write_text(json.dumps(record, indent=1) + "\n")
                 print(f"[{len(record['runs']):>3}/{total}] {record['variants'][variant]:<22} seed {seed}: exact match "
-                      f"{result['exact_match']:5.1f}%, final loss {result['final_loss']:.3f}, {result['seconds']:.1f} s",
+                      f"{result['exact_match']:5.1f}%, final loss {result['final_loss']:.3f}, "
+                      f"{result['seconds']:.1f} s",
                       flush=True)
     finally:
         torch.set_num_threads(threads)

@@ -1,10 +1,18 @@
-"""`grader`: build, release, grade, autograde and demo (see the README's instructor path)."""
+"""`grader`: build, release, grade, autograde and demo (see the README's instructor path).
+
+Each command imports its room of the grader when it runs (the imports marked `# lazy:`): `grader
+--help` and `grader build` never load torch or nbgrader's applications, and `grader grade` starts the
+fork server, which imports torch, before this process imports nbgrader.
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 
+from grader.boundary import forkserver
+from grader.boundary.confine import Limits  # no torch: a few ctypes and os calls
 from grader.chapters import CHAPTERS, find_chapter
 
 
@@ -36,24 +44,24 @@ def cmd_release(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    start_fork_server()  # it imports torch while this process imports nbgrader
-    from grader.grading import format_table, grade_paths
+    forkserver.start()  # it imports torch while this process imports nbgrader
+    from grader.classroom.grading import format_table, grade_paths  # lazy: start-up
 
     try:
         results = grade_paths(args.paths, timeout=args.timeout, jobs=args.jobs, limits=_limits(args),
                               rerun_all=args.rerun_all)
     finally:
-        stop_fork_server()
+        forkserver.stop()
     print(json.dumps(results, indent=2) if args.json else format_table(results))
     return 0
 
 
 def cmd_autograde(args) -> int:
-    from grader.term import load_term
+    from grader.classroom.term import load_term  # lazy: start-up
 
     term = load_term(args.course_dir, args.term, args.submitted_at)  # a bad term file stops before grading
-    start_fork_server()
-    from grader.grading import autograde_class
+    forkserver.start()
+    from grader.classroom.grading import autograde_class  # lazy: start-up
 
     try:
         summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,
@@ -61,44 +69,42 @@ def cmd_autograde(args) -> int:
                                   rerun_all=args.rerun_all, term=term, pattern=args.pattern,
                                   scheduler=args.scheduler)
     finally:
-        stop_fork_server()
+        forkserver.stop()
     print(summary)
     return 0
 
 
 def cmd_regrade(args) -> int:
-    from grader.regrade import format_changes, regrade, undo
+    from grader.classroom.regrade import format_changes, regrade, undo  # lazy: start-up
 
     chapter = find_chapter(args.chapter)
     if args.undo:
         print(format_changes(undo(args.course_dir, chapter, db_url=args.db), chapter))
         return 0
-    from grader.term import load_term
+    from grader.classroom.term import load_term  # lazy: start-up
 
     term = load_term(args.course_dir, args.term)
-    start_fork_server()
+    forkserver.start()
     try:
         rows = regrade(args.course_dir, chapter, term=term, never_lower=args.never_lower, jobs=args.jobs,
                        timeout=args.timeout, progress=not args.quiet, reason=args.reason, db_url=args.db,
                        limits=_limits(args), rerun_all=args.rerun_all)
     finally:
-        stop_fork_server()
+        forkserver.stop()
     print(format_changes(rows, chapter))
     return 0
 
 
 def cmd_report(args) -> int:
-    from grader.report import write_report
+    from grader.classroom.report import write_report  # lazy: start-up
 
     print(f"wrote {write_report(args.course_dir, find_chapter(args.chapter), args.output, db_url=args.db)}")
     return 0
 
 
 def cmd_export(args) -> int:
-    from pathlib import Path
-
-    from grader import export
-    from grader.coursedir import database_of
+    from grader.classroom import export  # lazy: start-up
+    from grader.coursedir import database_of  # lazy: start-up (nbgrader)
 
     db_url = args.db or database_of(args.course_dir)
     result = export.build(db_url, [find_chapter(c) for c in args.chapters], Path(args.roster), args.lms, args.match,
@@ -110,43 +116,28 @@ def cmd_export(args) -> int:
 
 
 def _limits(args):
-    from grader.sandbox import Limits
-
     return Limits(memory_mb=args.memory_mb, cpu_seconds=args.cpu_seconds, submission_seconds=args.submission_timeout)
 
 
 def _sandbox_options(p) -> None:
-    from grader.sandbox import Limits  # no torch: a few ctypes and os calls
-
     p.add_argument("--timeout", type=int, default=120, help="seconds per cell")
     p.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="memory one submission may use")
     p.add_argument("--cpu-seconds", type=int, default=Limits.cpu_seconds, help="CPU time one submission may use")
     p.add_argument("--submission-timeout", type=int, default=Limits.submission_seconds,
-                   help="seconds of wall clock one whole submission may take (its cells judged by then keep their scores)")
+                   help="seconds of wall clock one whole submission may take (its cells judged by then keep their "
+                        "scores)")
     p.add_argument("--rerun-all", action="store_true",
                    help="also re-run the course's demo and experiment cells no score depends on (same scores, slower)")
 
 
 def cmd_demo(args) -> int:
-    from grader.demo import run_demo
+    from grader.authoring.demo import run_demo  # lazy: start-up
 
     return run_demo(args.course_dir, chapters=_chapters(args.chapters))
 
 
-def start_fork_server() -> None:
-    from grader.sandbox import start_fork_server as start
-
-    start()
-
-
-def stop_fork_server() -> None:
-    from grader.sandbox import stop_fork_server as stop
-
-    stop()
-
-
 def build_mod():
-    from grader import build
+    from grader.authoring import build  # lazy: start-up (nbgrader)
 
     return build
 
@@ -186,21 +177,24 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("autograde", help="grade a class (one folder per student, or an LMS download) into a gradebook")
-    p.add_argument("submissions", help="one folder per student, nbgrader's submitted/, or an LMS download (zip or folder)")
+    p.add_argument("submissions",
+                   help="one folder per student, nbgrader's submitted/, or an LMS download (zip or folder)")
     p.add_argument("--pattern", default=None,
                    help="LMS file names: a regex with the named groups student and optional file, timestamp")
     _class_options(p)
     p.add_argument("--submitted-at", default=None,
                    help="submission time (ISO 8601, UTC unless a zone is given) for notebooks with no timestamp.txt")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                   help="grade on this dask.distributed cluster (its workers import this grader; README: Beyond one machine)")
+                   help="grade on this dask.distributed cluster (its workers import this grader; README: Beyond one "
+                        "machine)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_autograde)
 
     p = sub.add_parser("regrade", help="grade a chapter again for the class; show old -> new per learner")
     p.add_argument("chapter")
     _class_options(p)
-    p.add_argument("--never-lower", action="store_true", help="keep a learner's old scores where the new total is lower")
+    p.add_argument("--never-lower", action="store_true",
+                   help="keep a learner's old scores where the new total is lower")
     p.add_argument("--undo", action="store_true", help="put back the scores from before the last regrade")
     p.add_argument("--reason", default="", help="why (kept in the history)")
     _sandbox_options(p)

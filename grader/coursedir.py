@@ -31,11 +31,11 @@ c.Execute.timeout = {timeout}
 c.Execute.interrupt_on_timeout = True
 # Written answers: the rubric under each in the autograded notebook (Formgrader), never in feedback.
 c.Autograde.autograde_preprocessors = [
-    "nbgrader.preprocessors.Execute", "grader.written.AddRubrics", "nbgrader.preprocessors.IgnorePattern",
+    "nbgrader.preprocessors.Execute", "grader.classroom.written.AddRubrics", "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata"]
-c.GenerateFeedback.preprocessors = ["grader.written.DropRubrics", "nbgrader.preprocessors.GetGrades",
+c.GenerateFeedback.preprocessors = ["grader.classroom.written.DropRubrics", "nbgrader.preprocessors.GetGrades",
                                     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
 """
 

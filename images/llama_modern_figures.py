@@ -10,9 +10,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 OUT = Path(__file__).resolve().parents[1] / "course" / "09_llama_modern" / "images"
 DPI = 100
@@ -37,7 +37,8 @@ def _plus(ax, x, y):
 
 
 def block_comparison() -> plt.Figure:
-    """The decoder block of 2017 (Post-LN, added sinusoids, ReLU MLP) next to LLaMA's (Pre-RMSNorm, RoPE, GQA, SwiGLU)."""
+    """The decoder block of 2017 (Post-LN, added sinusoids, ReLU MLP) next to LLaMA's (Pre-RMSNorm, RoPE, GQA,
+    SwiGLU)."""
     fig, axes = plt.subplots(1, 2, figsize=(9.6, 6.4))
     specs = [
         ("2017: Attention Is All You Need (decoder-only use)", [

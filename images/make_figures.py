@@ -1,8 +1,7 @@
 """Draw every figure the chapter narratives show: `python images/make_figures.py`.
 
 Each chapter has its own script `images/<chapter>_figures.py` with a `main()` that writes PNGs
-into the chapter's folder, `course/NN_<chapter>/images/`, so that its release carries them
-(`images/move_figures.py` moves a chapter's figures there from the older `images/<chapter>/`).
+into the chapter's folder, `course/NN_<chapter>/images/`, so that its release carries them.
 """
 import importlib.util
 import sys

@@ -4,15 +4,14 @@ Run: python images/positional_encoding_figures.py
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
 OUT = Path(__file__).resolve().parents[1] / "course" / "03_positional_encoding" / "images"
 DPI = 100

@@ -279,7 +279,8 @@ def label_smoothed_loss(logits: torch.Tensor, targets: torch.Tensor, smoothing: 
     """
     ### BEGIN SOLUTION
     if logits.dim() != 2 or targets.dim() != 1 or targets.shape[0] != logits.shape[0]:
-        raise ValueError(f"logits should be (N, C) and targets (N,), got {tuple(logits.shape)} and {tuple(targets.shape)}")
+        raise ValueError(f"logits should be (N, C) and targets (N,), got {tuple(logits.shape)} and "
+                         f"{tuple(targets.shape)}")
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
     N, C = logits.shape

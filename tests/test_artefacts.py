@@ -1,8 +1,8 @@
 """Invariants 1 and 2: generated source notebooks are fresh, and nbgrader's release is course/."""
-from grader.build import build, release
-from grader.bundle import folder_files
+from grader.authoring.build import build, release
+from grader.authoring.bundle import folder_files
+from grader.authoring.corpus import generated_files
 from grader.chapters import CHAPTERS
-from grader.corpus import generated_files
 
 
 def test_source_notebooks_are_fresh():

@@ -19,11 +19,11 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples
+from grader.authoring import samples
+from grader.boundary.confine import Limits
 from grader.chapters import find_chapter
-from grader.grading import SAVED_BYTES, Submission, autograde_class, stage
-from grader.sandbox import Limits
-from grader.submissions import grade_ids, read_learner_notebook, repair
+from grader.classroom.grading import SAVED_BYTES, autograde_class, stage
+from grader.classroom.submissions import Submission, grade_ids, read_learner_notebook, repair
 
 CHAPTER = find_chapter("02")
 SEED = 29
@@ -72,7 +72,8 @@ def mutate_cells(rng: random.Random, nb: dict) -> None:
     cell = some_cell(rng, nb)
     choice = rng.randrange(4)
     if choice == 0 and isinstance(nb.get("cells"), list):
-        nb["cells"].insert(rng.randrange(len(nb["cells"]) + 1), rng.choice([1, "cell", [], None, [{"cell_type": "code"}]]))
+        nb["cells"].insert(rng.randrange(len(nb["cells"]) + 1),
+                           rng.choice([1, "cell", [], None, [{"cell_type": "code"}]]))
     elif choice == 1:
         cell["outputs"] = rng.choice([[1, 2], [{"output_type": "nope"}], [{"output_type": "stream"}], "out", {"a": 1}])
     elif choice == 2:
@@ -245,14 +246,16 @@ def test_an_lms_download_is_read_file_by_file(tmp_path, release):
     file whose name gives no readable time is one unmatched file, not a stopped run."""
     import zipfile
 
-    from grader import lms
+    from grader.classroom import lms
+    from grader.classroom.intake import find_submissions
 
     download = tmp_path / "download.zip"
     with zipfile.ZipFile(download, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("ann_2026-11-20T10:00:00_self_attention.ipynb", b" " * (30 * 2 ** 20))
         archive.writestr("bob_yesterday_self_attention.ipynb", nbformat.writes(samples.reference(CHAPTER)))
     pattern = r"(?P<student>[a-z]+)_(?P<timestamp>[^_]+)_(?P<file>.+)"
-    found, notes = lms.unpack(download, tmp_path / "lms", pattern)
+    notes = lms.unpack(download, tmp_path / "lms", pattern)
+    found = find_submissions(tmp_path / "lms")
     assert any(note.startswith("unmatched: bob_yesterday") for note in notes), notes
     (ann,) = found
     assert ann.path.stat().st_size == 30 * 2 ** 20 and ann.path.stat().st_blocks * 512 < 2 ** 20

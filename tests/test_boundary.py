@@ -1,18 +1,19 @@
 """The trusted side's answers to the sandboxed child (issue 29, sections 1 and 2): an explicit set of
 operations on objects handed out for the purpose, plain data back, and a check's objects never
 changed by the learner's code, whatever the child sends. Each attack runs inside a learner function
-in a forked child (grader.remote.evaluate_in_child) and reports what got through."""
+in a forked child (tests.helpers.evaluate_in_child) and reports what got through."""
 import torch
 import torch.nn as nn
 
-from grader.remote import evaluate_in_child
-from grader.spec import Exercise, changed_in_place
+from grader.boundary.spec import Exercise, changed_in_place
+from tests.helpers import evaluate_in_child
 
 ATTACKS = '''
 import gc
 
 def _endpoint():
-    return next(o for o in gc.get_objects() if type(o).__name__ == 'Endpoint' and type(o.codec).__name__ == 'WorkerCodec')
+    return next(o for o in gc.get_objects()
+                if type(o).__name__ == 'Endpoint' and type(o.codec).__name__ == 'WorkerCodec')
 
 def _stub_class():
     return next(o for o in gc.get_objects() if isinstance(o, type) and o.__name__ == 'TrustedStub')
@@ -39,8 +40,8 @@ def attack(x, model, gen):
         'the model as an argument to a stand-in': lambda: Tiny(model),
         'the model inside an argument': lambda: Tiny(2)._bridge[1]([{'m': model}]),
         'cb_new on the handed-over model': lambda: ep.request('cb_new', model, [], {}),
-        'cb_forward on the handed-over model': lambda: ep.request('cb_forward', model, '', [], {}, [], {}, [], [], False,
-                                                                  torch.get_rng_state()),
+        'cb_forward on the handed-over model': lambda: ep.request(
+            'cb_forward', model, '', [], {}, [], {}, [], [], False, torch.get_rng_state()),
         'a named method': lambda: ep.request('_run', model, [], {}, [], [], False, torch.get_rng_state()),
         'an unknown operation': lambda: ep.request('cb_eval', 'print(1)'),
         'mode of a stand-in function': lambda: ep.request('cb_mode', Stub(ep, 1, 'function'), False),
@@ -48,8 +49,9 @@ def attack(x, model, gen):
             'cb_forward', Tiny(2)._bridge[1], 'inner', ['first'], {'training': {}, 'p': {}, 'fixed': {}, 'buffers': {}},
             [torch.ones(2)], {}, [torch.ones(2)], [], False, torch.get_rng_state()),
         'a built module with a path that is not one of its modules': lambda: ep.request(
-            'cb_forward', Tiny(2)._bridge[1], 'linear.weight', [], {'training': {}, 'p': {}, 'fixed': {}, 'buffers': {}},
-            [torch.ones(2)], {}, [], [], False, torch.get_rng_state()),
+            'cb_forward', Tiny(2)._bridge[1], 'linear.weight', [],
+            {'training': {}, 'p': {}, 'fixed': {}, 'buffers': {}}, [torch.ones(2)], {}, [], [], False,
+            torch.get_rng_state()),
     }
     got = []
     for name, go in tries.items():

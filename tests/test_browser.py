@@ -3,8 +3,8 @@ every narrative figure loaded (naturalWidth > 0), and nbgrader's extensions pres
 button on the notebook, the Assignment List). Screenshots go to test-output/browser/.
 
 Needs Chromium or Chrome (`apt-get install chromium`; .ci/run installs it when it can); without
-one the test is skipped and says why (it fails instead when COURSE_REQUIRE_BROWSER=1, as in CI). The browser is driven over the Chrome DevTools Protocol
-(websocket-client comes with jupyter_server), so no driver binary is needed.
+one the test is skipped and says why (it fails instead when COURSE_REQUIRE_BROWSER=1, as in CI). The browser is driven
+over the Chrome DevTools Protocol (websocket-client comes with jupyter_server), so no driver binary is needed.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import websocket
 
-from grader.bundle import image_links
+from grader.authoring.bundle import image_links
 from grader.chapters import CHAPTERS, REPO
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
@@ -44,7 +44,8 @@ def require_browser(what: str) -> str:
     if executable is None:
         if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":
             pytest.fail("COURSE_REQUIRE_BROWSER=1 but no Chromium or Chrome is on PATH")
-        pytest.skip(f"no Chromium or Chrome on PATH (apt-get install chromium, or set COURSE_BROWSER): {what} did not run")
+        pytest.skip(f"no Chromium or Chrome on PATH (apt-get install chromium, or set COURSE_BROWSER): {what} did not "
+                    "run")
     return executable
 
 

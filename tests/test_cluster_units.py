@@ -8,11 +8,11 @@ import time
 from dataclasses import asdict
 from types import SimpleNamespace
 
+from grader.boundary.unit import Verdict, verdict_from_json
 from grader.chapters import CHAPTERS
-from grader.cluster import failure_reason, verdict_from_json
+from grader.classroom.cluster import failure_reason
+from grader.classroom.locks import shared
 from grader.coursedir import CourseDir
-from grader.gradebook import shared
-from grader.judge import Verdict
 
 
 def _set_up_repeatedly(root: str, times: int, errors) -> None:
@@ -35,7 +35,8 @@ def test_processes_setting_up_one_course_directory_at_once(tmp_path):
         p.join(120)
     assert errors.empty(), errors.get()
     for chapter in CHAPTERS:
-        copied = {p.relative_to(tmp_path / "source" / chapter.assignment) for p in (tmp_path / "source" / chapter.assignment).rglob("*") if p.is_file()}
+        copied = {p.relative_to(tmp_path / "source" / chapter.assignment)
+                  for p in (tmp_path / "source" / chapter.assignment).rglob("*") if p.is_file()}
         expected = {p.relative_to(chapter.source_dir) for p in chapter.source_dir.rglob("*")
                     if p.is_file() and "__pycache__" not in p.parts}
         assert copied == expected, chapter
@@ -58,7 +59,7 @@ def test_a_unit_that_killed_its_workers_is_recorded_with_the_reason():
 
 def test_a_second_run_on_one_sqlite_gradebook_waits_and_says_so(tmp_path):
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
-    waiter = [sys.executable, "-c", f"from grader.gradebook import shared\nwith shared({url!r}): print('in')"]
+    waiter = [sys.executable, "-c", f"from grader.classroom.locks import shared\nwith shared({url!r}): print('in')"]
     with shared(url):
         proc = subprocess.Popen(waiter, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         said = proc.stderr.readline()  # printed before it blocks

@@ -14,13 +14,14 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-import grader.cluster
-from grader import samples
+import grader.classroom.cluster
+from grader.authoring import samples
+from grader.authoring.demo import write_class
+from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
-from grader.demo import write_class
-from grader.grading import autograde_class
-from grader.runner import exercises
+from grader.classroom.grading import autograde_class
 from tests.adversarial.cases import CASES, Paths
+from tests.helpers import adversarial_expected
 
 pytestmark = pytest.mark.integration
 CHAPTER = find_chapter("02")
@@ -99,12 +100,13 @@ def test_a_mixed_class_scores_exactly_as_on_the_local_pool(cluster, tmp_path):
     by_student = {s: sum(v for (who, _), v in on_dask.items() if who == s) for s, _ in on_dask}
     assert by_student["ada"] == 8 and by_student["ben"] == 0 and 0 < by_student["cy"] < 8
     points = {name: ex.points for name, ex in exercises(CHAPTER.name).items()}
-    assert by_student["dee"] == samples.adversarial_expected(points)
+    assert by_student["dee"] == adversarial_expected(points)
     assert by_student["mallory"] == case.expected and by_student["eve"] == 0
     # The same table and notes (the course directories' own paths aside).
-    assert local.replace("local-course", "COURSE").splitlines()[1:] == remote.replace("dask-course", "COURSE").splitlines()[1:]
-    # Both workers judged units, each with its own grading pool (grader.cluster's per-process pool).
-    assert all(cluster.client.run(lambda: bool(grader.cluster._POOLS)).values())
+    assert (local.replace("local-course", "COURSE").splitlines()[1:]
+            == remote.replace("dask-course", "COURSE").splitlines()[1:])
+    # Both workers judged units, each with its own grading pool (grader.classroom.cluster's per-process pool).
+    assert all(cluster.client.run(lambda: bool(grader.classroom.cluster._POOLS)).values())
 
 
 def test_a_worker_killed_mid_batch_loses_no_submission(cluster, tmp_path):
@@ -132,7 +134,7 @@ def test_a_worker_killed_mid_batch_loses_no_submission(cluster, tmp_path):
 
 def test_units_left_without_any_worker_are_recorded_failed_with_the_reason(cluster, tmp_path, monkeypatch):
     """Every worker gone mid-batch: the batch still ends, each unit not graded recorded as zero, saying why."""
-    monkeypatch.setattr(grader.cluster, "NO_WORKER_SECONDS", 10)
+    monkeypatch.setattr(grader.classroom.cluster, "NO_WORKER_SECONDS", 10)
     inbox = tmp_path / "inbox"
     for n in range(4):
         (inbox / f"s{n}").mkdir(parents=True)

@@ -10,8 +10,8 @@ import inspect
 
 import pytest
 
+from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS
-from grader.runner import exercises
 from tests.helpers import skeleton_namespace
 
 # Words in a check's description that announce a rule the learner must have been told.

@@ -11,8 +11,8 @@ from nbclient import NotebookClient
 
 from course.checks import NotWrittenYet
 from course.toolkit import GRADING_ENV
+from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS
-from grader.runner import exercises
 from tests.helpers import skeleton_namespace
 
 REVIEWED = CHAPTERS  # every chapter follows the forms tested here
@@ -75,7 +75,8 @@ def test_exercise_headings_have_one_form(chapter):
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     found = HEADING.findall(text)
     specs = exercises(chapter.name)
-    assert [name for _, name, _ in found] == list(specs), "one '### Exercise N: `name` (P points)' per exercise, in order"
+    assert [name for _, name, _ in found] == list(specs), \
+        "one '### Exercise N: `name` (P points)' per exercise, in order"
     assert [int(n) for n, _, _ in found] == list(range(1, len(specs) + 1)), "exercises numbered 1, 2, ..."
     for _, name, points in found:
         assert float(points) == specs[name].points, f"{name}: the heading says {points} points"

@@ -1,9 +1,10 @@
-"""A forbidden routine is recorded by its kernel in the in-kernel route too (grader.forbid), however it
+"""A forbidden routine is recorded by its kernel in the in-kernel route too (grader.boundary.forbid), however it
 is spelled or captured, while the checks' own oracles, which call the same routines, are not."""
 import pytest
 
+from grader.boundary.runner import evaluate
+from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
-from grader.runner import evaluate, exercises
 from tests.helpers import reference_namespace, run_source
 
 CHAPTER = find_chapter("02")

@@ -6,14 +6,18 @@ import torch.nn as nn
 
 transformers = pytest.importorskip("transformers")
 from transformers import LlamaConfig, MixtralConfig  # noqa: E402
-from transformers.models.llama.modeling_llama import (LlamaDecoderLayer, LlamaRMSNorm,  # noqa: E402
-                                                      LlamaRotaryEmbedding)
-from transformers.models.mixtral.modeling_mixtral import (MixtralSparseMoeBlock,  # noqa: E402
-                                                          load_balancing_loss_func)
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRMSNorm, LlamaRotaryEmbedding  # noqa: E402
+from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock, load_balancing_loss_func  # noqa: E402
 
 from course.toolkit.llama_modern import load_hf_llama_layer, load_hf_mixtral_moe  # noqa: E402
-from solutions.llama_modern import (LlamaBlock, MoEFeedForward, RMSNorm, apply_rope,  # noqa: E402
-                                    load_balancing_loss, rope_frequencies)
+from solutions.llama_modern import (  # noqa: E402
+    LlamaBlock,
+    MoEFeedForward,
+    RMSNorm,
+    apply_rope,
+    load_balancing_loss,
+    rope_frequencies,
+)
 
 D, H, HKV, HIDDEN, MAX_LEN, BASE, EPS = 32, 4, 2, 48, 64, 500.0, 1e-5
 

@@ -2,21 +2,21 @@
 catalogued wrong implementation, and gives full marks to correct code written differently.
 
 Every submission goes the way a graded notebook goes: the checks run in this process, the
-learner's code in a forked child that answers their calls (grader.remote.evaluate_in_child).
+learner's code in a forked child that answers their calls (tests.helpers.evaluate_in_child).
 The reference and the skeleton also go through the in-kernel `evaluate` that stock nbgrader's
-hidden cells call (grader.runner.run_checks).
+hidden cells call (grader.boundary.runner.run_checks).
 
-A graded notebook's hidden inputs come from a secret drawn for it (grader.spec.hidden_inputs): the
+A graded notebook's hidden inputs come from a secret drawn for it (grader.boundary.spec.hidden_inputs): the
 judged path uses one here, the in-kernel path the seeds as written, and every verdict must hold
 under other secrets too (test_verdicts_hold_under_other_secrets)."""
 import importlib
 
 import pytest
 
+from grader.boundary.runner import evaluate
+from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS
-from grader.remote import evaluate_in_child
-from grader.runner import evaluate, exercises
-from tests.helpers import reference_namespace, run_source, skeleton_namespace
+from tests.helpers import evaluate_in_child, reference_namespace, run_source, skeleton_namespace
 
 SPECS = [(c, name) for c in CHAPTERS for name in exercises(c.name)]
 
@@ -33,7 +33,7 @@ def ids(params):
     return [f"{c.number}-{v.exercise}-{v.label}" for c, v in params]
 
 
-SECRET = 0x5EC12E7  # what `grader autograde` would have drawn (grader.seeds)
+SECRET = 0x5EC12E7  # what `grader autograde` would have drawn (grader.boundary.seeds)
 OTHER_SECRETS = (2 ** 62 + 11,)  # with SECRET (judged) and 0 (in-kernel): three draws per run
 
 

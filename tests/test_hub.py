@@ -41,10 +41,10 @@ import pytest
 import websocket
 from nbgrader.api import Gradebook
 
-from grader import samples
+from grader.authoring import samples
+from grader.boundary.specs import exercises
 from grader.chapters import REPO, find_chapter
-from grader.runner import exercises
-from grader.written import BANNER, written
+from grader.classroom.written import BANNER, written
 from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
 
 DEPLOY = REPO / "deploy" / "jupyterhub"
@@ -87,7 +87,8 @@ class Hub:
 
     def formgrader(self, token: str, action: str) -> None:
         """What the instructor's Formgrader buttons post (nbgrader release_assignment, collect, release_feedback)."""
-        reply = self.api("POST", f"/user/instructor/formgrader/api/assignment/{CHAPTER.assignment}/{action}", token, body=b"")
+        reply = self.api("POST", f"/user/instructor/formgrader/api/assignment/{CHAPTER.assignment}/{action}", token,
+                         body=b"")
         assert reply.get("success"), (action, reply)
 
     def instructor(self, token: str, command: str) -> str:
@@ -111,7 +112,8 @@ def run_in_terminal(server: str, token: str, command: str, timeout: float = 900)
         kind, *content = json.loads(ws.recv())
         shown += content[0] if kind == "stdout" else ""
     ws.close()
-    urllib.request.urlopen(urllib.request.Request(f"{server}/api/terminals/{name}", method="DELETE", headers=auth), timeout=60)
+    urllib.request.urlopen(urllib.request.Request(f"{server}/api/terminals/{name}", method="DELETE", headers=auth),
+                           timeout=60)
     assert done and done[1] == "0", f"{command} failed in the terminal:\n{shown}"
     return shown
 
@@ -133,7 +135,8 @@ def test_a_busy_port_stops_the_hub_with_its_reason(tmp_path, monkeypatch):
         monkeypatch.setenv("COURSE_HUB_PORT", str(busy.getsockname()[1]))
         monkeypatch.setenv("COURSE_HUB_STATE", str(tmp_path))
         config = DEPLOY / "jupyterhub_config.py"
-        with pytest.raises(SystemExit, match=rf"cannot serve the hub on 127.0.0.1:{busy.getsockname()[1]}: .*COURSE_HUB_PORT"):
+        with pytest.raises(SystemExit,
+                           match=rf"cannot serve the hub on 127.0.0.1:{busy.getsockname()[1]}: .*COURSE_HUB_PORT"):
             exec(compile(config.read_text(), str(config), "exec"), {"get_config": Config, "__file__": str(config)})
 
 
@@ -143,13 +146,15 @@ def test_a_terminal_login_shell_finds_the_course_tools(tmp_path):
     port, token = free_port(), secrets.token_hex(8)
     env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "COURSE_BIN": str(BIN), "JUPYTER_CONFIG_PATH": str(DEPLOY),
            "COURSE_EXCHANGE_ROOT": str(tmp_path / "exchange"), "LANG": "C.UTF-8"}
-    server = subprocess.Popen([str(BIN / "jupyter-server"), f"--port={port}", f"--ServerApp.token={token}", "--no-browser",
+    server = subprocess.Popen([str(BIN / "jupyter-server"), f"--port={port}", f"--ServerApp.token={token}",
+                               "--no-browser",
                                f"--ServerApp.root_dir={tmp_path}", *(["--allow-root"] if os.getuid() == 0 else [])],
                               env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_for(lambda: server.poll() is None and http_ok(f"{url}/api/status?token={token}"), 60, "the Jupyter server")
-        shown = run_in_terminal(url, token, "command -v grader; command -v nbgrader; grader --help >/dev/null && nbgrader --version")
+        shown = run_in_terminal(url, token, "command -v grader; command -v nbgrader; "
+                                            "grader --help >/dev/null && nbgrader --version")
         assert f"{BIN}/grader" in shown and f"{BIN}/nbgrader" in shown, shown
     finally:
         server.terminate()
@@ -170,9 +175,9 @@ def test_validate_reports_a_failing_public_check(tmp_path):
     shutil.copytree(REPO / "course" / CHAPTER.assignment, folder)  # the chapter as a learner fetches it
     nbformat.write(samples.partly_wrong(CHAPTER, mistakes=1), folder / CHAPTER.notebook_name)
     result = validate(folder / CHAPTER.notebook_name)
+    wrong = samples.wrong_variants(CHAPTER)[0].exercise
     failed = [f for f in result.get("failed", []) if f["source"] != "YOUR ANSWER HERE"]
-    assert [f["source"] for f in failed] == [f"checks.check_{samples.wrong_variants(CHAPTER)[0].exercise}"
-                                             f"({samples.wrong_variants(CHAPTER)[0].exercise})"], result
+    assert [f["source"] for f in failed] == [f"checks.check_{wrong}({wrong})"], result
     # and it names each written answer not given yet
     unanswered = [f for f in result["failed"] if f["source"] == "YOUR ANSWER HERE"]
     assert len(unanswered) == len(written(CHAPTER.name)) and all("did not provide" in f["error"] for f in unanswered)
@@ -197,7 +202,8 @@ def hub(tmp_path_factory):
     server = subprocess.Popen([str(BIN / "jupyterhub"), "-f", str(DEPLOY / "jupyterhub_config.py")], cwd=state, env=env,
                               stdout=log.open("w"), stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: server.poll() is None and http_ok(f"http://127.0.0.1:{port}/hub/api"), 90, "JupyterHub to start")
+        wait_for(lambda: server.poll() is None and http_ok(f"http://127.0.0.1:{port}/hub/api"), 90,
+                 "JupyterHub to start")
         yield Hub(f"http://127.0.0.1:{port}", password, state, exchange, course)
     finally:
         server.terminate()  # stops the single-user servers too
@@ -288,7 +294,8 @@ def test_a_class_on_the_hub(hub, browser):
     # server, with the README's command), then nbgrader's exchange from their own Formgrader.
     tokens = {user: hub.token(user) for user in ("instructor", *LEARNERS)}
     hub.start("instructor", tokens["instructor"])
-    hub.instructor(tokens["instructor"], f"nbgrader --version && grader release {CHAPTER.number} --course-dir {hub.course}")
+    hub.instructor(tokens["instructor"],
+                   f"nbgrader --version && grader release {CHAPTER.number} --course-dir {hub.course}")
     hub.formgrader(tokens["instructor"], "release")
     formgrader = hub.api("GET", "/user/instructor/formgrader/api/assignments", tokens["instructor"])
     assert [(a["name"], a["status"]) for a in formgrader] == [(CHAPTER.assignment, "released")], formgrader
@@ -338,7 +345,8 @@ def test_a_class_on_the_hub(hub, browser):
     hub.formgrader(tokens["instructor"], "collect")
     submitted = hub.course / "submitted" / "learner1" / CHAPTER.assignment
     collected = (submitted / CHAPTER.notebook_name).read_bytes()
-    summary = hub.instructor(tokens["instructor"], f"grader autograde {hub.course / 'submitted'} --course-dir {hub.course} --jobs 2 --quiet")
+    summary = hub.instructor(tokens["instructor"],
+                             f"grader autograde {hub.course / 'submitted'} --course-dir {hub.course} --jobs 2 --quiet")
     # The learner's own notebook is kept (grading stages the repaired one into submitted/), with nbgrader's timestamp.
     kept = hub.course / "originals" / "learner1" / CHAPTER.assignment
     assert (kept / CHAPTER.notebook_name).read_bytes() == collected
@@ -350,7 +358,8 @@ def test_a_class_on_the_hub(hub, browser):
 
     with Gradebook(f"sqlite:///{hub.course / 'gradebook.db'}") as gb:
         scores = {s.student.id: s.score for s in gb.find_assignment(CHAPTER.assignment).submissions}
-        cells = {g.name: g.score for g in gb.find_submission_notebook(CHAPTER.name, CHAPTER.assignment, "learner2").grades}
+        cells = {g.name: g.score
+                 for g in gb.find_submission_notebook(CHAPTER.name, CHAPTER.assignment, "learner2").grades}
         stamps = {s.student.id: s.timestamp for s in gb.find_assignment(CHAPTER.assignment).submissions}
     assert scores["learner1"] == pytest.approx(total), summary
     assert 0 < scores["learner2"] < total, summary

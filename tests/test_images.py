@@ -1,7 +1,7 @@
 """Invariant 6 and "a released chapter stands on its own": every figure a notebook shows is a file
 in the chapter's own folder (so JupyterLab on course/ and a release folder both show it), drawn by
 a script in images/; no figure lies there unshown."""
-from grader.bundle import check_image_links, image_links
+from grader.authoring.bundle import check_image_links, image_links
 from grader.chapters import CHAPTERS, REPO
 
 

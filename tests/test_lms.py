@@ -7,11 +7,12 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import lms, samples
+from grader.authoring import samples
+from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
-from grader.grading import autograde_class
-from grader.intake import gather
-from grader.runner import exercises
+from grader.classroom import lms
+from grader.classroom.grading import autograde_class
+from grader.classroom.intake import gather
 
 ATTENTION, NORM = find_chapter("02"), find_chapter("05")
 
@@ -75,7 +76,8 @@ def test_canvas_zip_is_graded_per_learner_and_chapter(graded):
 def test_moodle_names_and_a_pattern(tmp_path):
     flat = tmp_path / "moodle"
     (flat / "Ada Lovelace_77_assignsubmission_file").mkdir(parents=True)
-    nbformat.write(samples.reference(ATTENTION), flat / "Ada Lovelace_77_assignsubmission_file" / ATTENTION.notebook_name)
+    nbformat.write(samples.reference(ATTENTION), flat / "Ada Lovelace_77_assignsubmission_file"
+                   / ATTENTION.notebook_name)
     nbformat.write(samples.reference(NORM), flat / f"Ben Bit_78_assignsubmission_file_{NORM.notebook_name}")
     found, notes = gather(flat, tmp_path / "course")
     assert [(s.student, s.path.parent.name) for s in found] == [("Ada Lovelace", ATTENTION.assignment),
@@ -85,7 +87,8 @@ def test_moodle_names_and_a_pattern(tmp_path):
     other.mkdir()
     nbformat.write(samples.reference(ATTENTION), other / f"ada--2026-11-20T10:00:00--{ATTENTION.notebook_name}")
     nbformat.write(samples.released(ATTENTION), other / f"ada--2026-11-21T09:00:00--{ATTENTION.notebook_name}")
-    found, notes = gather(other, tmp_path / "course", r"(?P<student>[a-z]+)--(?P<timestamp>[^-]+-[^-]+-[^-]+)--(?P<file>.+)")
+    found, notes = gather(other, tmp_path / "course",
+                          r"(?P<student>[a-z]+)--(?P<timestamp>[^-]+-[^-]+-[^-]+)--(?P<file>.+)")
     assert [(s.student, s.submitted_at.isoformat()) for s in found] == [("ada", "2026-11-21T09:00:00+00:00")], notes
     assert any("counts, submitted later (2026-11-21 09:00:00 UTC)" in note for note in notes), notes
 

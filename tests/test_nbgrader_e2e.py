@@ -9,11 +9,13 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples, seeds
+from grader.authoring import samples
+from grader.authoring.demo import write_class
+from grader.boundary import seeds
+from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS, find_chapter
-from grader.demo import write_class
-from grader.grading import autograde_class
-from grader.runner import exercises
+from grader.classroom.grading import autograde_class
+from tests.helpers import adversarial_expected
 
 
 def points(chapter):
@@ -22,7 +24,7 @@ def points(chapter):
 
 def expected_scores(chapter):
     total = sum(points(chapter).values())
-    return {"ada": total, "ben": 0.0, "dee": samples.adversarial_expected(points(chapter))}
+    return {"ada": total, "ben": 0.0, "dee": adversarial_expected(points(chapter))}
 
 
 @pytest.fixture(scope="module")

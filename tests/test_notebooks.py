@@ -14,7 +14,7 @@ import time
 import nbformat
 import pytest
 
-from grader import samples
+from grader.authoring import samples
 from grader.chapters import CHAPTERS
 
 # chapter name -> (a line the notebook prints, the least value its number may take); for LOSSES the most

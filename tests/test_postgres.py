@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples
+from grader.authoring.demo import write_class
+from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
+from grader.classroom.written import written
 from grader.coursedir import database_of
-from grader.demo import write_class
-from grader.runner import exercises
-from grader.written import written
+from tests.helpers import adversarial_expected
 
 pytestmark = pytest.mark.integration
 CHAPTER = find_chapter("02")
@@ -91,7 +91,7 @@ def inbox(tmp_path_factory):
 
 def expected_scores() -> dict[str, float]:
     points = {name: ex.points for name, ex in exercises(CHAPTER.name).items()}
-    return {"ada": sum(points.values()), "ben": 0.0, "dee": samples.adversarial_expected(points), "eve": 0.0}
+    return {"ada": sum(points.values()), "ben": 0.0, "dee": adversarial_expected(points), "eve": 0.0}
 
 
 def start(inbox: Path, course: Path, db: str | None) -> subprocess.Popen:
@@ -144,7 +144,8 @@ def test_two_runs_on_one_course_and_one_postgres_database(postgres, inbox, tmp_p
     proc = subprocess.run([sys.executable, "-m", "grader", "report", "02", "--course-dir", str(tmp_path / "course")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "5 submission(s) in the gradebook" in (tmp_path / "course" / "reports" / f"{CHAPTER.assignment}.html").read_text()
+    report = tmp_path / "course" / "reports" / f"{CHAPTER.assignment}.html"
+    assert "5 submission(s) in the gradebook" in report.read_text()
 
 
 def test_shards_in_separate_course_directories_share_one_postgres_gradebook(postgres, inbox, tmp_path):
@@ -182,8 +183,8 @@ def test_two_course_directories_on_one_sqlite_file_take_turns_and_say_so(inbox, 
 
 
 def _release_into(db: str, root: str, errors, together) -> None:
+    from grader.classroom.locks import shared
     from grader.coursedir import CourseDir
-    from grader.gradebook import shared
 
     course = CourseDir(Path(root), [CHAPTER], db_url=db)
     together.wait()  # both start releasing at the same moment

@@ -1,5 +1,5 @@
-"""The sandboxed child's confinement (grader.sandbox, grader.memcg) and the pool's bounds on one
-submission (grader.judge): what a learner cell can see, signal, hold and cost. Each test runs plain
+"""The sandboxed child's confinement (grader.boundary.confine, grader.boundary.memcg) and the pool's bounds on one
+submission (grader.boundary.pool): what a learner cell can see, signal, hold and cost. Each test runs plain
 code cells through the real pool: fork server, fork, namespaces, limits, seccomp."""
 import ctypes
 import json
@@ -17,11 +17,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import judge, memcg, samples
+from grader.authoring import samples
+from grader.boundary import memcg
+from grader.boundary.confine import Limits, clean_environment, no_new_processes
+from grader.boundary.forkserver import server_environment
+from grader.boundary.forkserver import start as start_fork_server
+from grader.boundary.forkserver import stop as stop_fork_server
+from grader.boundary.pool import Job, Pool, Verdict
 from grader.chapters import REPO, find_chapter
-from grader.judge import Job, Pool
-from grader.sandbox import (Limits, clean_environment, no_new_processes, server_environment, start_fork_server,
-                            stop_fork_server)
 
 CHAPTER = find_chapter("02")
 
@@ -35,7 +38,7 @@ needs_namespaces = pytest.mark.skipif(sys.platform != "linux" or not namespaces_
                                       reason="no user and PID namespaces on this machine")
 
 
-def run_cells(tmp_path, *sources: str, timeout: float = 10, **limits) -> judge.Verdict:
+def run_cells(tmp_path, *sources: str, timeout: float = 10, **limits) -> Verdict:
     release = tmp_path / "release"
     release.mkdir(exist_ok=True)
     (release / "given.txt").write_text("from the release folder")
@@ -43,7 +46,7 @@ def run_cells(tmp_path, *sources: str, timeout: float = 10, **limits) -> judge.V
         return pool.judge(Job("someone/02", CHAPTER, [{"kind": "code", "source": s} for s in sources], release))
 
 
-def printed(verdict: judge.Verdict, index: int = 0) -> str:
+def printed(verdict: Verdict, index: int = 0) -> str:
     return "".join(o.get("text", "") + o.get("evalue", "") for o in verdict.cells[index]["outputs"])
 
 
@@ -158,7 +161,8 @@ def test_memory_outside_the_address_space_limit_is_refused_or_capped(tmp_path):
     verdict = run_cells(tmp_path, """
 import ctypes, os
 for what, attempt in [('memfd', lambda: os.memfd_create('x')),
-                      ('shm', lambda: __import__('multiprocessing.shared_memory').shared_memory.SharedMemory(create=True, size=1 << 20))]:
+                      ('shm', lambda: __import__('multiprocessing.shared_memory').shared_memory.SharedMemory(
+                          create=True, size=1 << 20))]:
     try:
         attempt()
         print(what, 'allowed')
@@ -189,7 +193,7 @@ def cgroups_here() -> bool:
 def test_each_child_is_counted_in_a_memory_cgroup_of_its_own(tmp_path):
     created = memcg.create(1 << 30)
     if created is None:
-        pytest.skip("no memory cgroup can be made here (see grader.memcg)")
+        pytest.skip("no memory cgroup can be made here (see grader.boundary.memcg)")
     assert Path(created, "cgroup.procs").read_text() == ""
     memcg.remove(created)
     assert not Path(created).exists()
@@ -206,7 +210,7 @@ for limit in ('/sys/fs/cgroup/memory' + path + '/memory.limit_in_bytes', '/sys/f
 
 def test_a_child_over_its_cgroup_is_killed_and_says_so(tmp_path, monkeypatch):
     if not cgroups_here():
-        pytest.skip("no memory cgroup can be made here (see grader.memcg)")
+        pytest.skip("no memory cgroup can be made here (see grader.boundary.memcg)")
     monkeypatch.setattr(Limits, "cgroup_bytes", lambda self: 300 << 20)  # below what RLIMIT_AS allows
     verdict = run_cells(tmp_path, "print('first')", "held = b'x' * (600 << 20)", memory_mb=2048)
     assert "was killed (memory or time limit) in cell 2" in verdict.error, verdict.error
@@ -232,7 +236,7 @@ def test_a_submission_has_a_wall_clock_limit(tmp_path):
 
 
 def test_the_outputs_kept_of_one_submission_are_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(judge, "OUTPUT_BUDGET", 1 << 20)
+    monkeypatch.setattr("grader.boundary.pool.OUTPUT_BUDGET", 1 << 20)
     verdict = run_cells(tmp_path, *["print('x' * 60_000)"] * 30)
     kept = [i for i, c in verdict.cells.items() if "x" * 1000 in printed(verdict, i)]
     assert verdict.error is None and len(verdict.cells) == 30

@@ -1,12 +1,12 @@
-"""Hidden inputs come from a secret per grading (grader.spec.hidden_inputs, grader.seeds): a fresh one
+"""Hidden inputs come from a secret per grading (grader.boundary.spec.hidden_inputs, grader.boundary.seeds): a fresh one
 for each autograded submission, the kept one for a regrade, the seeds as written in a kernel."""
 import os
 import stat
 
 import torch
 
-from grader import seeds
-from grader.spec import hidden_inputs, mixed, randn, seeded
+from grader.boundary import seeds
+from grader.boundary.spec import hidden_inputs, mixed, randn, seeded
 
 
 def test_secret_zero_keeps_the_seeds_as_written():

@@ -1,4 +1,4 @@
-"""A grading run leaves out course-authored cells no score depends on (grader.skipping): the scores are
+"""A grading run leaves out course-authored cells no score depends on (grader.classroom.skipping): the scores are
 those of a full run for every chapter, a cell the learner added or edited always runs, and the feedback
 shows the learner's own outputs for a cell that was left out."""
 import copy
@@ -6,10 +6,12 @@ import copy
 import nbformat
 import pytest
 
-from grader import samples, skipping
+from grader.authoring import samples
+from grader.boundary.unit import Verdict
 from grader.chapters import CHAPTERS, find_chapter
-from grader.grading import grade_paths, job_cells
-from grader.judge import Verdict, fill
+from grader.classroom import skipping
+from grader.classroom.grading import grade_paths, job_cells
+from grader.classroom.recording import fill
 
 
 def code(source):
@@ -63,7 +65,8 @@ def test_added_and_edited_cells_run_with_what_they_need():
     assert len(left) >= len([c for c in full if c["kind"] == "code"]) // 2
     # every solution cell and the setup cell run
     for i, cell in enumerate(nb.cells):
-        if (cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution")) or "import torch" in cell.source:
+        solution = cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution")
+        if solution or "import torch" in cell.source:
             assert cells[i]["kind"] == "code", cell.source[:60]
     # a left-out cell that binds a name: a learner cell added at the end reading it makes it run
     binder = next(i for i in left if skipping.facts(full[i]["source"]).binds)
@@ -116,7 +119,8 @@ def test_scores_are_those_of_a_full_run(chapter, tmp_path):
     quick = grade_paths(paths, jobs=2, timeout=120, secret=secret)
     full = grade_paths(paths, jobs=2, timeout=120, rerun_all=True, secret=secret)
     for kind, fast, slow in zip(notebooks, quick, full):
-        assert {k: t["score"] for k, t in fast["tests"].items()} == {k: t["score"] for k, t in slow["tests"].items()}, kind
+        scores = [{k: t["score"] for k, t in run["tests"].items()} for run in (fast, slow)]
+        assert scores[0] == scores[1], kind
         assert "error" not in fast and "error" not in slow, (kind, fast.get("error"), slow.get("error"))
     assert quick[0]["score"] == quick[0]["max_score"] and quick[1]["score"] == 0
     assert 0 < quick[2]["score"] < quick[2]["max_score"]

@@ -1,4 +1,4 @@
-"""The plain-data wire between the trusted grader and the sandboxed child (grader.wire), and what
+"""The plain-data wire between the trusted grader and the sandboxed child (grader.boundary.wire), and what
 the child's fork server holds."""
 import collections
 import subprocess
@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from grader.wire import Codec, WireError, rebuild, tensor_bytes
+from grader.boundary.wire import Codec, WireError, rebuild, tensor_bytes
 
 
 def round_trip(value):
@@ -72,16 +72,16 @@ def test_remote_exceptions_are_rebuilt_as_builtins_only():
 
 
 def test_the_fork_server_holds_no_specs_no_answers_no_course():
-    code = ("import sys, grader.worker\n"
+    code = ("import sys, grader.boundary.child\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('solutions', 'course', 'tests')"
-            " or m.startswith('grader.specs')))")
+            " or m.startswith('grader.boundary.specs')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_the_worker_sets_the_course_grading_switch():
     from course.toolkit import GRADING_ENV
-    from grader.worker import GRADING_ENV as WORKER_ENV
+    from grader.boundary.child import GRADING_ENV as WORKER_ENV
 
     assert WORKER_ENV == GRADING_ENV
 
@@ -104,7 +104,7 @@ def test_one_frame_is_decoded_at_most_once():
     lambda n: [[0] * (n // 72)] * 8,  # containers (each item counted as 64 + 8 bytes)
 ])
 def test_what_a_message_decodes_into_is_bounded(monkeypatch, make):
-    import grader.wire as wire
+    import grader.boundary.wire as wire
 
     monkeypatch.setattr(wire, "MAX_DECODED_BYTES", 100_000)
     Codec().decode(make(10_000), [])
@@ -113,7 +113,7 @@ def test_what_a_message_decodes_into_is_bounded(monkeypatch, make):
 
 
 def test_echoed_tensors_count_against_the_bound(monkeypatch):
-    import grader.wire as wire
+    import grader.boundary.wire as wire
 
     class Echoing(Codec):
         def decode_ref(self, node):

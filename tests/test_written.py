@@ -6,12 +6,12 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples
-from grader.build import build_source_notebook
-from grader.chapters import CHAPTERS, find_chapter
-from grader.grading import autograde_class, job_cells
-from grader.bundle import folder_files
-from grader.written import BANNER, IMITATION, MARK, is_answer_cell, written
+from grader.authoring import samples
+from grader.authoring.build import build_source_notebook
+from grader.authoring.bundle import folder_files
+from grader.chapters import CHAPTERS, find_chapter, is_answer_cell
+from grader.classroom.grading import autograde_class, job_cells
+from grader.classroom.written import BANNER, IMITATION, MARK, written
 
 
 def answer_cells(nb):
@@ -85,7 +85,8 @@ def test_formgrader_shows_the_rubric_under_each_answer(graded):
     chapter, course, _ = graded
     nb = nbformat.read(course / "autograded" / "ada" / chapter.assignment / chapter.notebook_name, as_version=4)
     for item in written(chapter.name).values():
-        index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == item.grade_id)
+        index = next(i for i, c in enumerate(nb.cells)
+                     if c.metadata.get("nbgrader", {}).get("grade_id") == item.grade_id)
         assert nb.cells[index].source == item.answer
         rubric = nb.cells[index + 1]
         assert rubric.metadata.get(MARK) == item.grade_id and BANNER in rubric.source

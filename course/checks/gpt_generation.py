@@ -11,8 +11,15 @@ import zlib
 
 import torch
 
-from course.checks import (avoid_library_call, dropout_calls, expect_tensor, expect_value_error, fail, passed,
-                           public_check)
+from course.checks import (
+    avoid_library_call,
+    dropout_calls,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    passed,
+    public_check,
+)
 
 NEG = float("-inf")
 

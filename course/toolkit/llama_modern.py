@@ -115,7 +115,8 @@ def captured_keys_and_values(model: nn.Module):
 # config.json published with its weights on the Hugging Face hub.
 PUBLISHED_CONFIGS = {
     "LLaMA-2-7B (MHA)": (32, 32, 32, 128, "Touvron et al. 2023, Llama 2; meta-llama/Llama-2-7b-hf config.json"),
-    "Llama-2-70B (GQA)": (80, 64, 8, 128, "Touvron et al. 2023, Llama 2, sec. 2.2; meta-llama/Llama-2-70b-hf config.json"),
+    "Llama-2-70B (GQA)": (80, 64, 8, 128,
+                          "Touvron et al. 2023, Llama 2, sec. 2.2; meta-llama/Llama-2-70b-hf config.json"),
     "Llama-3-8B (GQA)": (32, 32, 8, 128, "Meta 2024, Llama 3 model card; meta-llama/Meta-Llama-3-8B config.json"),
     "Mistral-7B (GQA)": (32, 32, 8, 128, "Jiang et al. 2023, Mistral 7B, table 1"),
     "Falcon-7B (MQA)": (32, 71, 1, 64, "tiiuae/falcon-7b config.json (multi_query=True)"),

@@ -27,7 +27,8 @@ def in_call_probe(attack: str) -> Callable[[Paths], nbformat.NotebookNode]:
     """softmax(x, dim) runs `attack` (which sees x, dim and ep, the child's endpoint) first."""
     def build(paths: Paths) -> nbformat.NotebookNode:
         body = textwrap.indent(textwrap.dedent(attack).format(course=paths.course).strip(), "        ")
-        source = (REFERENCE_SOFTMAX + FIND_ENDPOINT + "\n\ndef softmax(x, dim=-1):\n    try:\n        ep = _endpoint(x)\n"
+        source = (REFERENCE_SOFTMAX + FIND_ENDPOINT
+                  + "\n\ndef softmax(x, dim=-1):\n    try:\n        ep = _endpoint(x)\n"
                   + body + "\n    except BaseException:\n        raise NotImplementedError('the attack was refused')\n"
                   "    return _reference_softmax(x, dim)\n")
         return notebook({"softmax": source})
@@ -36,7 +37,8 @@ def in_call_probe(attack: str) -> Callable[[Paths], nbformat.NotebookNode]:
 
 def in_place(body: str) -> Callable[[Paths], nbformat.NotebookNode]:
     """softmax(x, dim) changes x in place, then answers for what x has become."""
-    source = REFERENCE_SOFTMAX + "\n\ndef softmax(x, dim=-1):\n" + textwrap.indent(textwrap.dedent(body).strip(), "    ") \
+    source = REFERENCE_SOFTMAX + "\n\ndef softmax(x, dim=-1):\n" + textwrap.indent(textwrap.dedent(body).strip(),
+                                                                                   "    ") \
         + "\n    return _reference_softmax(x, dim)\n"
     return lambda paths: notebook({"softmax": source})
 
@@ -57,7 +59,8 @@ class Linear:
 class SelfAttention(nn.Module):
     def __init__(self, d_model, d_k, d_v, bias=False):
         super().__init__()
-        self.W_q, self.W_k, self.W_v = Linear(d_model, d_k, bias), Linear(d_model, d_k, bias), Linear(d_model, d_v, bias)
+        self.W_q, self.W_k = Linear(d_model, d_k, bias), Linear(d_model, d_k, bias)
+        self.W_v = Linear(d_model, d_v, bias)
 
     def forward(self, x, mask=None):
         return x, x

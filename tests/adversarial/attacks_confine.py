@@ -40,7 +40,8 @@ CASES = [
     Case("probe-proc-other-processes", probe("""
         assert [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]"""), 6.0),
     Case("probe-grader-command-line", probe("""
-        assert b'python' in open('/proc/%d/cmdline' % GRADER_PID, 'rb').read()""".replace("GRADER_PID", GRADER_PID)), 6.0),
+        assert b'python' in open('/proc/%d/cmdline' % GRADER_PID, 'rb').read()"""
+        .replace("GRADER_PID", GRADER_PID)), 6.0),
     Case("probe-grader-environment", probe("""
         seen = repr(dict(os.environ)).encode() + open('/proc/self/environ', 'rb').read()
         try:

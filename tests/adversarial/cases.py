@@ -19,7 +19,7 @@ from typing import Callable
 
 import nbformat
 
-from grader import samples
+from grader.authoring import samples
 from grader.chapters import REPO, find_chapter
 
 CHAPTER = find_chapter("02")
@@ -62,7 +62,8 @@ def probe(attack: str) -> Callable[[Paths], nbformat.NotebookNode]:
     def build(paths: Paths) -> nbformat.NotebookNode:
         body = textwrap.indent(textwrap.dedent(attack).format(repo=str(REPO), course=paths.course,
                                                                inbox=paths.inbox).strip(), "    ")
-        source = ("import os, sys, torch\ntry:\n" + body + "\n    _won = True\nexcept BaseException:\n    _won = False\n\n"
+        source = ("import os, sys, torch\ntry:\n" + body
+                  + "\n    _won = True\nexcept BaseException:\n    _won = False\n\n"
                   + ANSWERS["softmax"] + "\n\nif not _won:\n    softmax = None  # the attack failed: no answer\n")
         return notebook({"softmax": source})
     return build
@@ -103,7 +104,8 @@ def without_test_cell(paths: Paths) -> nbformat.NotebookNode:
 
 def duplicated_test_cell(paths: Paths) -> nbformat.NotebookNode:
     nb = notebook({"softmax": None})
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_scaled_dot_product_attention")
+    cell = next(c for c in nb.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == "test_scaled_dot_product_attention")
     twin = copy.deepcopy(cell)
     twin.source = "1e9"
     nb.cells.append(twin)
@@ -126,8 +128,11 @@ class Liar(torch.Tensor):
 def softmax(x, dim=-1):
     return x.as_subclass(Liar)
 """
-WRAPPER = "from solutions.self_attention import softmax as _reference\n\ndef softmax(x, dim=-1):\n    return _reference(x, dim)\n"
-TWO_WAYS = ANSWERS["softmax"].replace("### BEGIN SOLUTION", "### BEGIN SOLUTION\n    # There are two possible solutions; this is the stable one.")
+WRAPPER = ("from solutions.self_attention import softmax as _reference\n\n"
+           "def softmax(x, dim=-1):\n    return _reference(x, dim)\n")
+TWO_WAYS = ANSWERS["softmax"].replace("### BEGIN SOLUTION",
+                                      "### BEGIN SOLUTION\n    # There are two possible solutions; this is the stable "
+                                      "one.")
 
 SKELETON = {"softmax": None, "scaled_dot_product_attention": None, "SelfAttention": None}
 # Stage 1 ran the checks in the learner's process: these two scored 8 / 8 with no answer at all.
@@ -171,20 +176,25 @@ CASES = [
         "    lambda lines: ['1e9\\n'] if any('run_checks' in line for line in lines) else lines)")), 6.0),
     Case("ast-transformer-and-trace", cells(answers={"softmax": None}, start=(
         "import ast, sys\nclass Full(ast.NodeTransformer):\n"
-        "    def visit_Module(self, node):\n        return ast.parse('1e9') if 'run_checks' in ast.unparse(node) else node\n"
+        "    def visit_Module(self, node):\n        return ast.parse('1e9') if 'run_checks' in ast.unparse(node) else "
+        "node\n"
         "get_ipython().ast_transformers.append(Full())\nsys.settrace(lambda *a: None)")), 6.0),
     Case("patch-torch-testing", cells(answers={"softmax": CLONE_SOFTMAX}, start=(
         "import torch, torch.testing\ntorch.testing.assert_close = lambda *a, **k: None\n"
-        "torch.equal = lambda *a, **k: True\ntorch.Tensor.__eq__ = lambda self, other: torch.ones((), dtype=torch.bool)\n"
+        "torch.equal = lambda *a, **k: True\ntorch.Tensor.__eq__ = lambda self, other: torch.ones((), "
+        "dtype=torch.bool)\n"
         "torch.isfinite = lambda x: torch.ones_like(x, dtype=torch.bool)")), at_most="honest-clone-softmax"),
     Case("lying-tensor-subclass", cells(answers={"softmax": LIAR}), at_most="honest-clone-softmax"),
     # the reference answers and hidden specs, by any route
     Case("wrapper-aliasing-reference", cells(answers={"softmax": WRAPPER}), 6.0),
     Case("probe-import-answers", probe("from solutions.self_attention import softmax as _reference"), 6.0),
-    Case("probe-importlib-answers", probe("import importlib\nimportlib.import_module('solutions.self_attention')"), 6.0),
-    Case("probe-import-spec", probe("import grader.specs.self_attention"), 6.0),
-    Case("probe-read-spec-file", probe("open('{repo}/grader/specs/self_attention.py').read()"), 6.0, needs_namespaces=True),
-    Case("probe-read-answers-file", probe("open('{repo}/solutions/self_attention.py').read()"), 6.0, needs_namespaces=True),
+    Case("probe-importlib-answers",
+         probe("import importlib\nimportlib.import_module('solutions.self_attention')"), 6.0),
+    Case("probe-import-spec", probe("import grader.boundary.specs.self_attention"), 6.0),
+    Case("probe-read-spec-file", probe("open('{repo}/grader/boundary/specs/self_attention.py').read()"), 6.0,
+         needs_namespaces=True),
+    Case("probe-read-answers-file", probe("open('{repo}/solutions/self_attention.py').read()"), 6.0,
+         needs_namespaces=True),
     Case("probe-pip-metadata", probe("""
         import importlib.metadata as md, re
         dist = md.distribution('transformers-from-scratch-course')
@@ -194,14 +204,16 @@ CASES = [
     Case("probe-read-gradebook", probe("""
         import sqlite3
         assert os.path.exists('{course}/gradebook.db')
-        sqlite3.connect('{course}/gradebook.db').execute('select * from grade').fetchall()"""), 6.0, needs_namespaces=True),
+        sqlite3.connect('{course}/gradebook.db').execute('select * from grade').fetchall()"""), 6.0,
+         needs_namespaces=True),
     Case("probe-write-gradebook", probe("""
         import sqlite3
         assert os.path.exists('{course}/gradebook.db')
         db = sqlite3.connect('{course}/gradebook.db', timeout=30)
         db.execute('update grade set manual_score = 1000'); db.commit()"""), 6.0, needs_namespaces=True),
     Case("probe-other-students", probe("assert os.listdir('{inbox}/reference')"), 6.0, needs_namespaces=True),
-    Case("probe-write-outside", probe("open('{course}/planted-by-a-learner.txt', 'w').write('x')"), 6.0, needs_namespaces=True),
+    Case("probe-write-outside", probe("open('{course}/planted-by-a-learner.txt', 'w').write('x')"), 6.0,
+         needs_namespaces=True),
     Case("probe-network", probe("import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()"), 6.0),
     Case("probe-fork", probe("pid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)"), 6.0,
          needs_seccomp=True),
@@ -210,12 +222,13 @@ CASES = [
     Case("forge-verdicts-on-the-pipe", cells(answers=SKELETON, start=FORGE_VERDICTS), 0.0),
     Case("probe-answers-in-memory", probe("""
         import gc
-        assert any(str(getattr(o, '__module__', '')).startswith(('solutions.self_attention', 'grader.specs'))
+        assert any(str(getattr(o, '__module__', '')).startswith(('solutions.self_attention', 'grader.boundary.specs'))
                    for o in gc.get_objects() if callable(o))"""), 6.0),
     Case("correct-answer-saying-solutions", cells(answers={"softmax": TWO_WAYS}), FULL),
     # faults: each costs what comes after it, never the batch
     Case("os-exit", cells(after={"test_softmax": "import os\nos._exit(3)"}), 2.0, reason="exit status 3"),
-    Case("segfault", cells(after={"test_softmax": "import ctypes\nctypes.string_at(0)"}), 2.0, reason="segmentation fault"),
+    Case("segfault", cells(after={"test_softmax": "import ctypes\nctypes.string_at(0)"}), 2.0,
+         reason="segmentation fault"),
     Case("infinite-loop", cells(start="while True:\n    pass"), FULL),
     Case("stubborn-infinite-loop", cells(after={"test_softmax": (
         "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)")}),
@@ -243,8 +256,10 @@ CASES = [
     Case("test-cell-claims-points", edit_test_cell(lambda c: setattr(c, "source", "1e9")), 6.0),
     Case("test-cell-retyped", edit_test_cell(retype), 6.0),
     Case("test-cell-forged-output", edit_test_cell(forge_output), 6.0),
-    Case("test-cell-forged-points", edit_test_cell(lambda c: c.metadata.nbgrader.update(points=1000), skeleton=False), FULL),
-    Case("test-cell-grade-flag-off", edit_test_cell(lambda c: c.metadata.nbgrader.update(grade=False, checksum="0" * 32)), 6.0),
+    Case("test-cell-forged-points", edit_test_cell(lambda c: c.metadata.nbgrader.update(points=1000), skeleton=False),
+         FULL),
+    Case("test-cell-grade-flag-off",
+         edit_test_cell(lambda c: c.metadata.nbgrader.update(grade=False, checksum="0" * 32)), 6.0),
     Case("test-cell-deleted", without_test_cell, FULL),
     Case("test-cell-duplicated", duplicated_test_cell, 6.0),
     Case("solution-cell-forged-points", forged_solution_points, FULL),

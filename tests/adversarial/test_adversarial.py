@@ -9,9 +9,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import samples
-from grader.grading import autograde_class
-from grader.sandbox import Limits, no_new_processes, private_root
+from grader.authoring import samples
+from grader.boundary.confine import Limits, no_new_processes, private_root
+from grader.classroom.grading import autograde_class
 from tests.adversarial.cases import CASES, CHAPTER, FULL, Paths
 
 

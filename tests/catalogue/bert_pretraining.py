@@ -288,7 +288,8 @@ class BertEmbeddings(nn.Module):
     masked[swap] = random_ids[swap]
     return masked, labels
 '''),
-    Variant("mask_tokens", "the random branch drawn with p=0.1 among the rest: 2% random instead of 10%", _MASK_HEAD + '''
+    Variant("mask_tokens", "the random branch drawn with p=0.1 among the rest: 2% random instead of 10%",
+            _MASK_HEAD + '''
     chosen = torch.bernoulli(torch.full(input_ids.shape, float(mlm_probability)), generator=generator).bool() & ~special
     labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
     to_mask = torch.bernoulli(torch.full(input_ids.shape, 0.8), generator=generator).bool() & chosen
@@ -365,7 +366,8 @@ class BertEmbeddings(nn.Module):
     return masked, labels
 '''),
     # ---------------------------------------------------------------- make_nsp_examples
-    Variant("make_nsp_examples", "random sentence drawn from the whole corpus, a's own document included", _NSP_HEAD + '''
+    Variant("make_nsp_examples", "random sentence drawn from the whole corpus, a's own document included",
+            _NSP_HEAD + '''
     everything = [s for doc in documents for s in doc]
     for doc in documents:
         for i in range(len(doc) - 1):
@@ -576,11 +578,14 @@ def bert_pretraining_loss(mlm_logits, mlm_labels, nsp_logits, nsp_labels):
     return examples
 '''),
     Variant("BertForPretraining", "no residual dropouts: dropout1 and dropout2 never applied", _BERT_INIT
-            + _BERT_ENCODE.replace("layer.dropout1(layer.self_attn(x, x, x, keys)[0])", "layer.self_attn(x, x, x, keys)[0]")
-            .replace("layer.dropout2(layer.ffn.linear2(gelu(layer.ffn.linear1(x))))", "layer.ffn.linear2(gelu(layer.ffn.linear1(x)))")
+            + _BERT_ENCODE.replace("layer.dropout1(layer.self_attn(x, x, x, keys)[0])",
+                                   "layer.self_attn(x, x, x, keys)[0]")
+            .replace("layer.dropout2(layer.ffn.linear2(gelu(layer.ffn.linear1(x))))",
+                     "layer.ffn.linear2(gelu(layer.ffn.linear1(x)))")
             + _BERT_FORWARD),
     Variant("BertForPretraining", "dropout2 skipped on the feed-forward output", _BERT_INIT
-            + _BERT_ENCODE.replace("layer.dropout2(layer.ffn.linear2(gelu(layer.ffn.linear1(x))))", "layer.ffn.linear2(gelu(layer.ffn.linear1(x)))")
+            + _BERT_ENCODE.replace("layer.dropout2(layer.ffn.linear2(gelu(layer.ffn.linear1(x))))",
+                                   "layer.ffn.linear2(gelu(layer.ffn.linear1(x)))")
             + _BERT_FORWARD),
 ]
 
@@ -662,10 +667,12 @@ def make_nsp_examples(documents, generator=None):
             while other == d:
                 other = int(torch.randint(0, len(documents), (1,), generator=generator))
             sentences = documents[other]
-            out.append((list(a), list(sentences[int(torch.randint(0, len(sentences), (1,), generator=generator))]), False))
+            pick = int(torch.randint(0, len(sentences), (1,), generator=generator))
+            out.append((list(a), list(sentences[pick]), False))
     return out
 '''),
-    Variant("BertForPretraining", "nn.LayerNorm(eps=1e-12) everywhere, F.linear for the tied decoder, a 0/1 mask turned bool", '''
+    Variant("BertForPretraining",
+            "nn.LayerNorm(eps=1e-12) everywhere, F.linear for the tied decoder, a 0/1 mask turned bool", '''
 class BertForPretraining(nn.Module):
     def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, max_len=512, num_segments=2, dropout=0.0):
         super().__init__()

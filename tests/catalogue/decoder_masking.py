@@ -127,7 +127,8 @@ def padding_mask(token_ids, pad_id):
         x = self.norm2(self.dropout2(context))
         return self.norm3(x + self.dropout3(self.ffn(x)))
 '''),
-    Variant("DecoderLayer", "Pre-LN order (norm before each sublayer) instead of the paper's Post-LN", _DECODER_INIT + '''
+    Variant("DecoderLayer", "Pre-LN order (norm before each sublayer) instead of the paper's Post-LN",
+            _DECODER_INIT + '''
         h = self.norm1(x)
         x = x + self.dropout1(self.self_attn(h, h, h, tgt_mask)[0])
         context, w = self.cross_attn(self.norm2(x), memory, memory, memory_mask)
@@ -235,7 +236,8 @@ def padding_mask(token_ids, pad_id):
             x = layer(x, memory, tgt_mask, padding_mask(src, self.pad_id))
         return x @ self.embedding.embedding.weight.T
 '''),
-    Variant("Transformer", "source padding hidden in the encoder but not in cross-attention", _TRANSFORMER_INIT + _ENCODE + '''
+    Variant("Transformer", "source padding hidden in the encoder but not in cross-attention",
+            _TRANSFORMER_INIT + _ENCODE + '''
     def decode(self, tgt, memory, src):
         self._check(tgt, src)
         tgt_mask = causal_mask(tgt.shape[1], tgt.device) & padding_mask(tgt, self.pad_id)
@@ -380,7 +382,8 @@ def label_smoothed_loss(logits, targets, smoothing, ignore_index=-100):
     keep = targets != ignore_index
     q = label_smoothing_distribution(targets[keep], C, smoothing)
     entropy = -torch.xlogy(q, q).sum(-1).mean()
-    return F.cross_entropy(logits, targets, ignore_index=ignore_index, label_smoothing=smoothing * C / (C - 1)) - entropy
+    ce = F.cross_entropy(logits, targets, ignore_index=ignore_index, label_smoothing=smoothing * C / (C - 1))
+    return ce - entropy
 '''),
     # ---------------------------------------------------------------- Noam
     Variant("noam_learning_rate", "step 0 does not raise (returns 0)", '''
@@ -450,7 +453,8 @@ def padding_mask(token_ids, pad_id):
         h2 = self.norm2(h1 + self.dropout2(cross_out))
         return self.norm3(h2 + self.dropout3(self.ffn(h2)))
 '''),
-    Variant("Transformer", "causal mask only (no target padding), F.linear for the tied output", _TRANSFORMER_INIT + _ENCODE + '''
+    Variant("Transformer", "causal mask only (no target padding), F.linear for the tied output",
+            _TRANSFORMER_INIT + _ENCODE + '''
     def decode(self, tgt, memory, src):
         self._check(tgt, src)
         x = self.positions(self.embedding(tgt))

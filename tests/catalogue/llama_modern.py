@@ -526,7 +526,8 @@ def sliding_window_mask(T, window, device=None):
             raise ValueError("wrong size")
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 '''),
-    Variant("LlamaBlock", "nn.RMSNorm for the two norms", _BLOCK_INIT.replace("RMSNorm(d_model, eps)", "nn.RMSNorm(d_model, eps)")
+    Variant("LlamaBlock", "nn.RMSNorm for the two norms",
+            _BLOCK_INIT.replace("RMSNorm(d_model, eps)", "nn.RMSNorm(d_model, eps)")
             + '''
     def forward(self, x):
         x = x + self.attn(self.attn_norm(x))

@@ -117,7 +117,8 @@ def merge_heads(x):
         if mask is not None:
             scores = scores.masked_fill(mask, float("-inf"))
 ''' + _SOFTMAX + _TAIL)),
-    Variant("MultiHeadAttention", "returns the weights averaged over the heads", _mha(_QKV + _SCORES + _MASK + _SOFTMAX + '''\
+    Variant("MultiHeadAttention", "returns the weights averaged over the heads",
+            _mha(_QKV + _SCORES + _MASK + _SOFTMAX + '''\
         w = self.dropout(w)
         return self.W_o(merge_heads(w @ v)), w.mean(dim=1)
 ''')),
@@ -136,7 +137,8 @@ def merge_heads(x):
         k = self.W_k(key).view(B, H, S, Dh)
         v = self.W_v(value).view(B, H, S, Dh)
 ''' + _SCORES + _MASK + _SOFTMAX + _TAIL)),
-    Variant("MultiHeadAttention", "dropout on the output instead of the weights", _mha(_QKV + _SCORES + _MASK + _SOFTMAX + '''\
+    Variant("MultiHeadAttention", "dropout on the output instead of the weights",
+            _mha(_QKV + _SCORES + _MASK + _SOFTMAX + '''\
         return self.dropout(self.W_o(merge_heads(w @ v))), w
 ''')),
     Variant("MultiHeadAttention", "F.dropout without training=self.training (drops in eval too)",
@@ -144,7 +146,8 @@ def merge_heads(x):
         w = F.dropout(w, p=self.dropout.p)
         return self.W_o(merge_heads(w @ v)), w
 ''')),
-    Variant("MultiHeadAttention", "returns the weights from before dropout", _mha(_QKV + _SCORES + _MASK + _SOFTMAX + '''\
+    Variant("MultiHeadAttention", "returns the weights from before dropout",
+            _mha(_QKV + _SCORES + _MASK + _SOFTMAX + '''\
         return self.W_o(merge_heads(self.dropout(w) @ v)), w
 ''')),
     Variant("MultiHeadAttention", "calls nn.MultiheadAttention (forbidden)", '''\

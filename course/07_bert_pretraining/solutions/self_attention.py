@@ -53,7 +53,8 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T, S)
     if mask is not None:
         if mask.dim() > scores.dim() or any(m not in (1, s) for m, s in zip(mask.shape[::-1], scores.shape[::-1])):
-            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores {tuple(scores.shape)}")
+            raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast "
+                             f"to the scores {tuple(scores.shape)}")
         # exp(-inf) = 0: a masked key gets no weight and the rest still sum to 1.
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = softmax(scores, dim=-1)  # (..., T, S), normalised over the keys

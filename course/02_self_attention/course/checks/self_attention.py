@@ -5,9 +5,17 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, expect_pair, expect_tensor, expect_value_error, fail,
-                           passed, public_check)
-
+from course.checks import (
+    avoid_library_call,
+    close,
+    diagnose,
+    expect_pair,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    passed,
+    public_check,
+)
 
 # ---------------------------------------------------------------- softmax
 

@@ -14,8 +14,17 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from course.checks import (avoid_library_call, close, diagnose, expect_dropouts, expect_tensor, expect_value_error,
-                           fail, passed, public_check)
+from course.checks import (
+    avoid_library_call,
+    close,
+    diagnose,
+    expect_dropouts,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    passed,
+    public_check,
+)
 
 T = torch.tensor
 

@@ -11,8 +11,18 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course.checks import (avoid_library_call, close, diagnose, expect_dropouts, expect_tensor, expect_value_error,
-                           fail, name_wave, passed, public_check)
+from course.checks import (
+    avoid_library_call,
+    close,
+    diagnose,
+    expect_dropouts,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    name_wave,
+    passed,
+    public_check,
+)
 
 
 def _bool(mask, what: str) -> None:

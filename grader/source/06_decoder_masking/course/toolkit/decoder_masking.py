@@ -161,23 +161,6 @@ def plot_training(losses: list[float], rates: list[float]):
     return fig
 
 
-def plot_cross_attention(weights: torch.Tensor, src_ids, out_ids, title: str = "cross-attention", ax=None):
-    """Heatmap of one example's cross-attention weights (T, S): rows are decoder positions (the token
-    each row PREDICTS is written on the left), columns are source tokens."""
-    weights = weights.detach().cpu()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(4.2, 4.2))
-    sns.heatmap(weights.float().numpy(), ax=ax, cmap="viridis", vmin=0, cbar=False,
-                xticklabels=[token_name(int(i)) for i in src_ids],
-                yticklabels=[token_name(int(i)) for i in out_ids])
-    ax.tick_params(labelsize=9)
-    ax.tick_params(axis="y", rotation=0)
-    ax.set_xlabel("source token (key)")
-    ax.set_ylabel("token being predicted (query)")
-    ax.set_title(title, fontsize=10)
-    return ax
-
-
 @contextlib.contextmanager
 def recording_attention(modules: dict[str, torch.nn.Module]):
     """While the block runs, keep the weights each attention module returns: name -> (B, H, T, S).
@@ -200,17 +183,17 @@ def recording_attention(modules: dict[str, torch.nn.Module]):
 
 def plot_attention_grid(maps: list[torch.Tensor], query_labels: list[str], key_labels: list[str], title: str,
                         xlabel: str = "key", ylabel: str = "query"):
-    """One row per layer, one column per head: maps[l] is layer l's (H, T, S) weights for one example."""
+    """One row per layer, one column per head: maps[i] is layer i's (H, T, S) weights for one example."""
     L, H = len(maps), maps[0].shape[0]
     fig, axes = plt.subplots(L, H, figsize=(2.3 * H + 0.8, 2.3 * L + 0.6), squeeze=False)
-    for l, layer_maps in enumerate(maps):
+    for i, layer_maps in enumerate(maps):
         for h in range(H):
-            ax = axes[l, h]
+            ax = axes[i, h]
             ax.imshow(layer_maps[h].detach().cpu(), cmap="viridis", vmin=0, vmax=1, aspect="auto")
             ax.set_xticks(range(len(key_labels)), key_labels, fontsize=6, rotation=90)
             ax.set_yticks(range(len(query_labels)), query_labels if h == 0 else [], fontsize=6)
-            ax.set_title(f"layer {l}, head {h}", fontsize=8)
-        axes[l, 0].set_ylabel(ylabel, fontsize=7)
+            ax.set_title(f"layer {i}, head {h}", fontsize=8)
+        axes[i, 0].set_ylabel(ylabel, fontsize=7)
     for ax in axes[-1]:
         ax.set_xlabel(xlabel, fontsize=7)
     fig.suptitle(title, fontsize=10)

@@ -14,8 +14,18 @@ import math
 import torch
 import torch.nn as nn
 
-from course.checks import (avoid_library_call, close, diagnose, dropout_calls, expect_tensor, expect_value_error, fail,
-                           name_wave, passed, public_check)
+from course.checks import (
+    avoid_library_call,
+    close,
+    diagnose,
+    dropout_calls,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    name_wave,
+    passed,
+    public_check,
+)
 
 
 def fill(module: nn.Module) -> None:

@@ -68,7 +68,7 @@ BANK_TOPICS = ("river", "money")
 NAMES = {"anna": "she", "ben": "he", "clara": "she", "david": "he", "emma": "she", "felix": "he",
          "grace": "she", "henry": "he"}
 POSSESSIVE = {"she": "her", "he": "his"}
-FUNCTION_WORDS = ["the", "a", "to", "went", "in", "was", "then", "with", "sat", "on", "near", "for", 
+FUNCTION_WORDS = ["the", "a", "to", "went", "in", "was", "then", "with", "sat", "on", "near", "for",
                   "bank", "she", "he", "her", "his", "."]
 
 # Sentence kinds (what the grammar rule was), kept with each sentence for the experiments.

@@ -11,8 +11,16 @@ import math
 
 import torch
 
-from course.checks import (avoid_library_call, close, diagnose, expect_tensor, expect_value_error, fail, passed,
-                           public_check)
+from course.checks import (
+    avoid_library_call,
+    close,
+    diagnose,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    passed,
+    public_check,
+)
 from course.checks.decoder_masking import _set_params as set_params
 
 T = torch.tensor

@@ -1,0 +1,176 @@
+"""`grader build` and `grader release`: the generated artefacts and their freshness checks.
+
+The learner notebook in course/ holds narrative, skeletons and public checks; solutions/ holds
+the reference code (solution regions marked); grader/boundary/specs holds the hidden tests. `build`
+joins them into the nbgrader source notebook, and generates what the chapter folder must carry
+to stand on its own (grader.authoring.bundle); `release` runs nbgrader's own `generate_assignment` on the
+source folder, and the result must be exactly the learner's chapter folder.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import filecmp
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from grader.authoring.bundle import folder_files, support_files
+from grader.authoring.corpus import generated_files
+from grader.boundary.specs import exercises
+from grader.chapters import RELEASE_PACKAGES, TEST_PREFIX, Chapter, exercise_of, is_answer_cell, is_test_cell
+from grader.classroom.written import PREFIX as WRITTEN_PREFIX
+from grader.classroom.written import written
+from grader.coursedir import CourseDir
+
+HIDDEN_TEST = '''\
+# Hidden tests for `{name}` run here when your notebook is graded ({points:g} point{plural}).
+### BEGIN HIDDEN TESTS
+from grader.runner import run_checks
+run_checks("{chapter}", "{name}", globals())
+### END HIDDEN TESTS'''
+
+
+def solution_source(chapter: Chapter, name: str) -> str:
+    """The exact text of the top-level def or class `name` in solutions/<chapter>.py."""
+    text = chapter.solutions_file.read_text()
+    lines = text.splitlines()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            end = node.end_lineno
+            # Comments after the last statement (the END SOLUTION marker) belong to the body.
+            while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
+                end += 1
+            while not lines[end - 1].strip():
+                end -= 1
+            source = "\n".join(lines[start - 1:end])
+            if "### BEGIN SOLUTION" not in source:
+                raise ValueError(f"{chapter.solutions_file.name}: `{name}` has no solution region")
+            return source
+    raise ValueError(f"{chapter.solutions_file.name} defines no `{name}`")
+
+
+def build_source_notebook(chapter: Chapter) -> nbformat.NotebookNode:
+    nb = nbformat.read(chapter.course_notebook, as_version=4)
+    specs = exercises(chapter.name)
+    questions = written(chapter.name)
+    solved, tested, answered = [], [], []
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        meta = cell.metadata.get("nbgrader")
+        if not meta:
+            continue
+        # What generate_assignment adds on release; the source must not carry it.
+        for key in ("checksum", "cell_type"):
+            meta.pop(key, None)
+        for key in ("deletable", "editable"):
+            cell.metadata.pop(key, None)
+        grade_id = meta["grade_id"]
+        if is_answer_cell(cell):  # the model answer; nbgrader's release replaces it with "YOUR ANSWER HERE"
+            if grade_id not in questions or not grade_id.startswith(WRITTEN_PREFIX):
+                raise ValueError(f"{chapter.notebook_name}: written answer cell {grade_id} has no model answer "
+                                 f"and rubric in grader/rubrics/{chapter.name}.md")
+            cell.source = questions[grade_id].answer
+            meta["points"] = questions[grade_id].points
+            answered.append(grade_id)
+        elif meta.get("solution"):
+            cell.source = solution_source(chapter, grade_id)
+            solved.append(grade_id)
+        elif is_test_cell(cell):
+            name = exercise_of(cell)
+            if name not in specs:
+                raise ValueError(f"{chapter.notebook_name}: test cell {grade_id} has no spec in grader/boundary/specs")
+            meta["points"] = specs[name].points
+            points = specs[name].points
+            cell.source = HIDDEN_TEST.format(name=name, chapter=chapter.name, points=points,
+                                             plural="" if points == 1 else "s")
+            tested.append(name)
+    for name in specs:
+        if solved.count(name) != 1 or tested.count(name) != 1:
+            raise ValueError(f"{chapter.notebook_name}: exercise {name} needs exactly one solution cell "
+                             f"(grade_id {name!r}) and one test cell (grade_id {TEST_PREFIX + name!r})")
+    for grade_id in questions:
+        if answered.count(grade_id) != 1:
+            raise ValueError(f"{chapter.notebook_name}: written question {grade_id} needs exactly one markdown "
+                             "answer cell (nbgrader: solution and grade)")
+    return nb
+
+
+def _render(nb: nbformat.NotebookNode) -> str:
+    return nbformat.writes(nb) + "\n"
+
+
+def _sync(root: Path, wanted: dict[str, bytes], owned: list[str], check: bool) -> list[str]:
+    """Make the files under `root` (those in `owned` subfolders, or all when owned is empty) exactly
+    `wanted` (relative path -> content); return the paths that were (or, with check, are) stale."""
+    stale = []
+    present = {rel: path for rel, path in folder_files(root).items()
+               if not owned or rel.split("/")[0] in owned}
+    for rel, content in wanted.items():
+        path = root / rel
+        if rel not in present or path.read_bytes() != content:
+            stale.append(str(path))
+            if not check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(content)
+    for rel in sorted(set(present) - set(wanted)):
+        stale.append(str(root / rel))
+        if not check:
+            present[rel].unlink()
+            for parent in present[rel].parents:
+                if parent == root or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+    return stale
+
+
+def build(chapters: list[Chapter], check: bool = False) -> list[str]:
+    """Generate (or, with check, compare) each chapter's support files and nbgrader source folder;
+    return the stale paths.
+
+    The chapter folder course/NN_<name>/ gets the `course` and `solutions` modules its notebook
+    imports (grader.authoring.bundle); the source folder grader/source/NN_<name>/ gets the source notebook and
+    a copy of every other file of the chapter folder (figures, those modules, any data).
+    """
+    stale = []
+    for chapter in chapters:
+        for path, text in generated_files(chapter).items():  # data the chapter folder carries
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(str(path))
+                if not check:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(text, encoding="utf-8")
+        support = support_files(chapter)
+        stale += _sync(chapter.course_dir, support, list(RELEASE_PACKAGES), check)
+        wanted = {chapter.notebook_name: _render(build_source_notebook(chapter)).encode()}
+        for rel, path in folder_files(chapter.course_dir).items():
+            if rel != chapter.notebook_name and rel.split("/")[0] not in RELEASE_PACKAGES:
+                wanted[rel] = path.read_bytes()
+        wanted.update(support)
+        stale += _sync(chapter.source_dir, dict(sorted(wanted.items())), [], check)
+    return stale
+
+
+def release(chapters: list[Chapter], write: bool = False, course_dir: str | Path | None = None) -> list[str]:
+    """Release each chapter with nbgrader; return the learner files that differ from course/
+    (the notebook and everything in its folder: figures, generated modules). With `course_dir`, the
+    release stays there (a class's course directory, for nbgrader release_assignment)."""
+    differ = []
+    with tempfile.TemporaryDirectory() if course_dir is None else contextlib.nullcontext(course_dir) as tmp:
+        course = CourseDir(Path(tmp), chapters)
+        for chapter in chapters:
+            released = folder_files(course.release(chapter))
+            ours = folder_files(chapter.course_dir)
+            for rel in sorted(set(released) | set(ours)):
+                if rel in ours and rel in released and filecmp.cmp(ours[rel], released[rel], shallow=False):
+                    continue
+                target = chapter.course_dir / rel
+                differ.append(str(target))
+                if write and rel in released:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(released[rel], target)
+    return differ

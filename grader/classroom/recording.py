@@ -1,0 +1,357 @@
+"""Recording with nbgrader: its autograde with the judge's verdict in place of execution, the
+gradebook's zero for a grading that failed, and feedback HTML and the CSV export (grader.classroom.grading
+calls these in the trusted process, one submission at a time).
+
+`record` hands nbgrader the verdict through a file: it writes the submission's verdict into the course
+directory's `.grader-verdicts/`, which nbgrader's configuration names to `FillVerdict`, the preprocessor
+that stands in for nbgrader's Execute step and writes the verdict into the cells' outputs (the learner's
+outputs and figures, each test cell's report and partial credit), so nbgrader's gradebook, feedback and
+export record it. The file goes once nbgrader is done.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import sys
+import threading
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import nbformat
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
+
+from grader.boundary.score import Result
+from grader.boundary.specs import exercises
+from grader.boundary.unit import Verdict, verdict_from_dict
+from grader.chapters import Chapter, exercise_of, is_test_cell
+from grader.classroom.export import write_course_csv
+from grader.classroom.submissions import BadSubmission, Submission
+from grader.classroom.written import AddRubrics, DropRubrics
+from grader.coursedir import CourseDir
+
+
+def _shared_engines() -> None:
+    """nbgrader opens the gradebook, each time with a new SQLAlchemy engine, about nine times for every
+    notebook it autogrades; one engine per database URL in this process keeps SQLAlchemy's cache of
+    compiled statements between them (a fifth of the time nbgrader takes per notebook)."""
+    import nbgrader.api
+
+    if getattr(nbgrader.api.create_engine, "shared", False):
+        return
+    original, engines, lock = nbgrader.api.create_engine, {}, threading.Lock()
+
+    def create_engine(url, **kwargs):
+        key = (str(url), tuple(sorted(kwargs.items())))
+        with lock:
+            if key not in engines:
+                engines[key] = original(url, **kwargs)
+            return engines[key]
+
+    create_engine.shared = True
+    nbgrader.api.create_engine = create_engine
+
+
+IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\balt=)")
+FOCUSABLE = re.compile(r'(<div class="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputArea-output)\b[^"]*")'
+                       r'(?![^>]*\btabindex=)')
+# nbgrader's list of graded cells names each "Test cell": name the exercise (grade id test_<exercise>)
+TOC_ENTRY = re.compile(r'(<a href="#test_([^"]+)">)Test cell</a>')
+NO_CREDIT = "  no credit: "
+# A check's report line (FAIL and its reason) wraps in the page instead of scrolling sideways.
+FEEDBACK_CSS = "<style>div.output_subarea pre { white-space: pre-wrap; overflow-wrap: break-word; }</style>\n</head>"
+
+
+# TeX as nbconvert leaves it in the page for MathJax: $$display$$ and $inline$ (not a lone price sign)
+MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$([^$\n]+?)\$(?![\w$])", re.S)
+NOT_PROSE = re.compile(r"(<(code|pre|script|style)\b.*?</\2>|<[^>]*>)", re.S)  # code, and any tag's attributes
+
+
+def _mathml(page: str) -> str:
+    """The maths as MathML, which browsers draw themselves: nbconvert's page loads MathJax from a CDN,
+    so offline a learner saw raw `$$...$$`. latex2mathml converts every formula of the course (about
+    20 KB of markup per chapter, no script); one it cannot convert stays TeX."""
+    import html
+
+    try:
+        from latex2mathml.converter import convert
+    except ImportError:  # an environment installed before the dependency: MathJax from the CDN, as before
+        return page
+
+    def formula(found: re.Match) -> str:
+        try:
+            return convert(html.unescape(found[1] or found[2]), display="block" if found[1] else "inline")
+        except Exception:  # noqa: BLE001 - latex2mathml raises many kinds; the TeX stays readable
+            return found[0]
+
+    parts = NOT_PROSE.split(page)  # (prose, code or tag, its name) repeated: maths only in prose
+    return "".join(MATH.sub(formula, part) if i % 3 == 0 else part for i, part in enumerate(parts) if i % 3 != 2)
+
+
+def _learner_view(nb):
+    """The graded notebook as its feedback shows it: a test cell's partial credit (the number nbgrader
+    reads from its execute_result) is in the score heading, not an `Out[ ]:`; a reason for no credit
+    that every test cell repeats (an unreadable notebook) is said once, the later cells point up to it."""
+    import copy
+
+    nb, seen = copy.deepcopy(nb), set()
+    for cell in nb.cells:
+        if cell.get("cell_type") == "code" and is_test_cell(cell):
+            cell.outputs = [out for out in cell.get("outputs", []) if _shown(out, seen)]
+    return nb
+
+
+def _shown(output, seen: set) -> bool:
+    """Whether a test cell's output stays in the feedback; a no-credit line said before is shortened."""
+    kind = output.get("output_type")
+    if kind == "execute_result" or (kind == "error" and output.get("evalue") in seen):
+        return False
+    if kind == "stream" and isinstance(output.get("text"), str):
+        lines = []
+        for line in output.text.splitlines(keepends=True):
+            reason = line.removeprefix(NO_CREDIT).rstrip("\n") if line.startswith(NO_CREDIT) else None
+            lines.append(f"{NO_CREDIT}the same reason as above\n" if reason and reason in seen else line)
+            seen.add(reason)
+        output.text = "".join(lines)
+    return True
+
+
+def _feedback_exporter():
+    """nbconvert's HTML exporter for nbgrader's feedback, less its last pass: re-parsing the finished
+    page with BeautifulSoup's pure-Python parser (about three quarters of the time per feedback file)
+    only to give images without alt text a default one and make cells focusable, done here on the text."""
+    from nbconvert.exporters import HTMLExporter, TemplateExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+    from traitlets import Bool
+
+    class FeedbackHTMLExporter(HTMLExporter):
+        embed_images = Bool(True)  # a learner gets the feedback file alone: the chapter's figures go inside it
+
+        def from_notebook_node(self, nb, resources=None, **kw):
+            langinfo = nb.metadata.get("language_info", {})
+            lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+            self.register_filter("highlight_code", self.filters.get(
+                "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+            nb = _learner_view(nb)
+            resources = self._init_resources(resources)
+            # autograded/<student>/<assignment>
+            graded = Path(resources.get("metadata", {}).get("path") or ".").resolve()
+            if len(graded.parents) > 2 and (graded.parents[2] / "release" / graded.name).is_dir():
+                resources["metadata"]["path"] = str(graded.parents[2] / "release" / graded.name)
+            self.register_filter("filter_data_type", WidgetsDataTypeFilter(
+                notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+            html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+            html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
+            html = TOC_ENTRY.sub(r"\1\2</a>", html).replace("</head>", FEEDBACK_CSS, 1)
+            html = html.split("<body", 1)[0] + _mathml("<body" + html.split("<body", 1)[1])
+            return FOCUSABLE.sub(r'\1 tabindex="0"', html), resources
+
+    return FeedbackHTMLExporter
+
+
+# ---------------------------------------------------------------- the verdict as the notebook's outputs
+
+OUTPUT_TYPES = {"stream", "display_data", "execute_result", "error"}
+VERDICTS = ".grader-verdicts"  # a folder of the course directory: the verdict nbgrader is recording
+
+
+def _clean_outputs(outputs) -> list:
+    clean = []
+    for out in outputs if isinstance(outputs, list) else []:
+        if not isinstance(out, dict) or out.get("output_type") not in OUTPUT_TYPES:
+            continue
+        if out["output_type"] == "execute_result":
+            out = {**out, "execution_count": None, "metadata": {}}
+        try:
+            node = nbformat.from_dict(out)
+            nbformat.validator.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[node])]))
+        except Exception:  # noqa: BLE001 - a malformed output is dropped, never trusted
+            continue
+        clean.append(node)
+    return clean
+
+
+NOT_RERUN = "[not re-run while grading: no score depends on this cell; {what}]\n"
+
+
+def saved_outputs(saved) -> list:
+    """A cell the grading run left out (grader.classroom.skipping): the outputs the learner saved, and a note."""
+    outputs = _clean_outputs(saved)  # bounded when staged (grader.classroom.grading.bound_saved_outputs)
+    what = "the outputs below are from your own run" if outputs else "your notebook saved no outputs for it"
+    return [nbformat.v4.new_output("stream", name="stdout", text=NOT_RERUN.format(what=what)), *outputs]
+
+
+def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict | None, reason: str | None) -> list:
+    """A test cell's outputs: the report, then the partial credit (nbgrader reads it) or an error."""
+    spec = exercises(chapter.name).get(exercise)
+    result = Result(exercise, points)
+    if spec is None:
+        result.zero_reason = f"no hidden checks named {exercise!r}"
+    elif message is None:
+        result.zero_reason = reason or "this cell was not run"
+    else:
+        known = [c.description for c in spec.checks]
+        seen = set()
+        for description in message.get("passed") or []:
+            if description in known and description not in seen:
+                seen.add(description)
+                result.passed.append(description)
+        for item in message.get("failed") or []:
+            if isinstance(item, list) and len(item) == 2 and item[0] in known and item[0] not in seen:
+                seen.add(item[0])
+                result.failed.append((item[0], str(item[1])[:500]))
+        result.failed += [(d, "was not run") for d in known if d not in seen]
+        zero = message.get("zero_reason")
+        result.zero_reason = str(zero)[:500] if zero else None
+    outputs = [nbformat.v4.new_output("stream", name="stdout", text=result.report() + "\n")]
+    if result.score > 0:
+        outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(result.score)},
+                                              execution_count=None))
+    else:
+        why = result.zero_reason or f"{exercise}: no check passed"
+        outputs.append(nbformat.v4.new_output("error", ename="NoCredit", evalue=why, traceback=[f"NoCredit: {why}"]))
+    return outputs
+
+
+def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict: Verdict) -> None:
+    """Write the verdict into the notebook nbgrader sanitised (same cells, in the same order, as staged)."""
+    aligned = len(nb.cells) == len(cells)
+    reason = verdict.error
+    if not aligned:
+        reason = "the notebook's cells changed between staging and grading"
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        cell.execution_count = None
+        exercise = exercise_of(cell)
+        message = verdict.cells.get(index) if aligned else None
+        if exercise is not None:
+            cell.outputs = test_outputs(chapter, exercise, float(cell.metadata.nbgrader.get("points", 0)), message,
+                                        reason)
+        elif message is None and aligned and "saved" in cells[index]:
+            cell.outputs = saved_outputs(cells[index]["saved"])
+        else:
+            cell.outputs = _clean_outputs(message.get("outputs")) if message else []
+
+
+def verdict_file(folder: str | Path, student: str, assignment: str) -> Path:
+    """Where `record` leaves a submission's verdict for FillVerdict (named by a hash: any student id)."""
+    name = hashlib.sha256("\0".join((student, assignment)).encode()).hexdigest()[:32]
+    return Path(folder) / f"{name}.json"
+
+
+def write_verdict(path: Path, chapter: Chapter, cells: list[dict], verdict: Verdict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"chapter": [chapter.number, chapter.name], "cells": cells, "verdict": asdict(verdict)}))
+
+
+def read_verdict(path: Path) -> tuple[Chapter, list[dict], Verdict]:
+    data = json.loads(path.read_text())
+    return Chapter(*data["chapter"]), data["cells"], verdict_from_dict(data["verdict"])
+
+
+class FillVerdict(NbGraderPreprocessor):
+    """nbgrader preprocessor used in place of Execute: the judge's verdict becomes the cells' outputs.
+    `record` leaves the verdict of the submission nbgrader autogrades in `folder`, which nbgrader's
+    configuration names (`nbgrader_api`)."""
+
+    folder = Unicode("", help="where grader.classroom.recording.record leaves each verdict").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        chapter, cells, verdict = read_verdict(verdict_file(self.folder, resources["nbgrader"]["student"],
+                                                            resources["nbgrader"]["assignment"]))
+        fill(nb, chapter, cells, verdict)
+        return nb, resources
+
+
+# ---------------------------------------------------------------- nbgrader's steps
+
+def nbgrader_api(course: CourseDir, term=None):
+    from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        GetGrades,
+        IgnorePattern,
+        LimitOutput,
+        SaveAutoGrades,
+    )
+    from traitlets.config import Config
+
+    _shared_engines()
+    config = Config()
+    config.CourseDirectory.root = str(course.root)
+    config.CourseDirectory.course_id = "transformers-from-scratch"
+    config.CourseDirectory.db_url = course.db_url
+    config.Autograde.autograde_preprocessors = [FillVerdict, AddRubrics, IgnorePattern, ClearMetadataPreprocessor,
+                                                LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    config.FillVerdict.folder = str(course.root / VERDICTS)
+    config.GenerateFeedback.preprocessors = [DropRubrics, GetGrades, CSSHTMLHeaderPreprocessor]
+    config.GenerateFeedback.exporter_class = _feedback_exporter()
+    config.NbGraderAPI.log_level = "ERROR"
+    if term is not None:
+        term.configure(config)  # the course's late policy, through nbgrader's AssignLatePenalties
+    return NbGraderAPI(CourseDirectory(config=config), config=config)
+
+
+def zero_grades(course: CourseDir, submission: Submission) -> None:
+    """A grading that failed must not leave an earlier score looking current."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(course.db_url) as gb:
+        try:
+            notebook = gb.find_submission_notebook(submission.chapter.name, submission.chapter.assignment,
+                                                   submission.student)
+        except MissingEntry:
+            return
+        for grade in notebook.grades:
+            grade.auto_score = 0.0
+            grade.manual_score = None
+            grade.needs_manual_grade = False
+        gb.db.commit()
+
+
+def record(course: CourseDir, api, submission: Submission) -> None:
+    """nbgrader's autograde of one staged submission, the verdict standing in for execution; raises
+    BadSubmission with nbgrader's reason when nbgrader could not autograde it."""
+    chapter = submission.chapter
+    verdict = submission.verdict or Verdict(error=submission.error or "not graded")
+    if submission.error:
+        verdict.error = submission.error
+    handed = verdict_file(course.root / VERDICTS, submission.student, chapter.assignment)
+    write_verdict(handed, chapter, submission.cells, verdict)  # FillVerdict reads it inside nbgrader's autograde
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's sessions
+            outcome = api.autograde(chapter.assignment, submission.student, force=True, create=True)
+    finally:
+        handed.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the folder goes with its last file
+            handed.parent.rmdir()
+    if not outcome.get("success"):  # grader.classroom.grading then records the release with this reason
+        last = [ln for ln in (outcome.get("error") or "").strip().splitlines() if ln.strip()]
+        raise BadSubmission("nbgrader autograde failed: " + (last[-1][:300] if last else "no reason given"))
+    if verdict.error and not submission.error:
+        submission.error = verdict.error
+
+
+def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
+    """nbgrader's generate_feedback for each chapter and its CSV export, in this process."""
+    from nbgrader.api import Gradebook
+
+    api = nbgrader_api(course)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for chapter in chapters:
+            outcome = api.generate_feedback(chapter.assignment, force=True)
+            if not outcome.get("success"):
+                print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
+                      file=sys.stderr)
+        with Gradebook(course.db_url) as gb:
+            write_course_csv(gb, course.root / "grades.csv")

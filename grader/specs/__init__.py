@@ -1,1 +1,0 @@
-"""Hidden test specs, one module per chapter. Never shipped to learners."""
