@@ -5,8 +5,8 @@ import importlib
 import pytest
 
 from course.checks import CheckFailed, fail
-from grader.chapters import CHAPTERS
 from grader.boundary.specs import exercises
+from grader.chapters import CHAPTERS
 from tests.helpers import as_a_cell, reference_namespace
 
 # (chapter, catalogue label, words the public check's message must hold); a label that two exercises of a

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from course.checks import CheckFailed
-from grader.chapters import CHAPTERS
 from grader.boundary.specs import exercises
+from grader.chapters import CHAPTERS
 from tests.helpers import reference_namespace
 from tests.snapshots import ATOL, RTOL, blocks, checks_path, compare, implementation, recipes
 
