@@ -11,6 +11,7 @@ from grader.authoring.build import build_source_notebook
 from grader.authoring.bundle import folder_files
 from grader.chapters import CHAPTERS, find_chapter, is_answer_cell
 from grader.classroom.grading import autograde_class, job_cells
+from grader.classroom.submissions import repair
 from grader.classroom.written import BANNER, IMITATION, MARK, written
 
 
@@ -129,3 +130,16 @@ def test_a_hand_grade_counts_in_the_gradebook(graded):
         submission = gb.find_submission_notebook(chapter.name, chapter.assignment, "ada")
         assert submission.score == pytest.approx(auto + sum(i.points for i in items.values()))
         assert submission.max_score == submission.score
+
+
+def test_an_answer_retyped_as_code_is_restored_to_prose_and_never_run():
+    chapter = find_chapter("02")
+    released = samples.released(chapter)
+    nb = copy.deepcopy(released)
+    index = next(i for i, c in enumerate(nb.cells) if is_answer_cell(c))
+    retyped = nbformat.v4.new_code_cell("open('/tmp/pwned', 'w').write('x')")
+    retyped.metadata = copy.deepcopy(nb.cells[index].metadata)
+    nb.cells[index] = retyped
+    repaired, notes = repair(nb, released)
+    assert repaired.cells[index].cell_type == "markdown" and any("type" in note for note in notes)
+    assert job_cells(repaired, released, rerun_all=True)[index]["kind"] == "skip"
