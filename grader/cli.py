@@ -43,6 +43,27 @@ def cmd_release(args) -> int:
     return 0
 
 
+def cmd_translate(args) -> int:
+    from grader.authoring import i18n  # lazy: start-up
+
+    bad = []
+    for chapter in _chapters(args.chapters):
+        nb = build_mod().build_source_notebook(chapter)
+        if args.check:
+            bad += i18n.problems(chapter, args.lang, nb)
+            continue
+        catalogue, counts = i18n.update(chapter, args.lang, nb)
+        i18n.save(catalogue, i18n.catalogue_path(chapter, args.lang))
+        print(f"{i18n.catalogue_path(chapter, args.lang)}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    for line in bad:
+        print(line)
+    if bad:
+        print(f"{len(bad)} translation unit(s) to do: edit the catalogues (README: The Chinese edition).",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_grade(args) -> int:
     forkserver.start()  # it imports torch while this process imports nbgrader
     from grader.classroom.grading import format_table, grade_paths  # lazy: start-up
@@ -168,6 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write", action="store_true", help="copy the release into course/")
     p.add_argument("--course-dir", default=None, help="release into this nbgrader course directory (a class's)")
     p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser("translate", help="bring a language's catalogues (i18n/LANG/*.po) in step with the chapters")
+    p.add_argument("chapters", nargs="*")
+    p.add_argument("--lang", default="zh")
+    p.add_argument("--check", action="store_true", help="only list units missing, untranslated or out of date")
+    p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("grade", help="grade submitted notebooks offline")
     p.add_argument("paths", nargs="+")
