@@ -48,9 +48,8 @@ import torch.nn as nn
 from solutions.llama_modern import GroupedQueryAttention, LlamaBlock, RMSNorm
 
 REPO = Path(__file__).resolve().parent.parent
-CHAPTER = REPO / "course" / "09_llama_modern"
-NOTEBOOK = CHAPTER / "llama_modern.ipynb"
-OUT = CHAPTER / "ablation.json"
+NOTEBOOK = REPO / "course" / "09_llama_modern" / "llama_modern.ipynb"  # the release, as a learner runs it
+OUT = REPO / "chapters" / "09_llama_modern" / "ablation.json"  # authored data: `grader build` carries it on
 BUILDERS = ("model_2017", "model_llama")
 
 

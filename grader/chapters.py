@@ -27,6 +27,15 @@ class Chapter:
         return f"{self.name}.ipynb"
 
     @property
+    def chapter_dir(self) -> Path:
+        """What an author edits: the text source, figures and data (grader.authoring.text)."""
+        return REPO / "chapters" / self.assignment
+
+    @property
+    def text_source(self) -> Path:
+        return self.chapter_dir / f"{self.name}.md"
+
+    @property
     def course_dir(self) -> Path:
         return REPO / "course" / self.assignment
 

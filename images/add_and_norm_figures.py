@@ -1,5 +1,5 @@
 """Conceptual figures for chapter 05 (residuals, LayerNorm, the encoder layer), drawn into
-course/05_add_and_norm/images/.
+chapters/05_add_and_norm/images/.
 
 Run: python images/add_and_norm_figures.py
 """
@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-OUT = Path(__file__).resolve().parents[1] / "course" / "05_add_and_norm" / "images"
+OUT = Path(__file__).resolve().parents[1] / "chapters" / "05_add_and_norm" / "images"
 DPI = 100
 COLOURS = {"attn": "#fde2c8", "ffn": "#d9ead3", "norm": "#fff2cc", "add": "#ffffff", "io": "#e8eef7"}
 

@@ -1,4 +1,4 @@
-"""Draw the conceptual figures of chapter 01 into course/01_attention_intuition/images/.
+"""Draw the conceptual figures of chapter 01 into chapters/01_attention_intuition/images/.
 
 Run: python images/attention_intuition_figures.py
 """
@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-OUT = Path(__file__).resolve().parents[1] / "course" / "01_attention_intuition" / "images"
+OUT = Path(__file__).resolve().parents[1] / "chapters" / "01_attention_intuition" / "images"
 DPI = 100
 
 QUERY, KEY, VALUE, WEIGHT = "#c6dbef", "#fdd0a2", "#c7e9c0", "#de2d26"

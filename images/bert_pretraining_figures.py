@@ -1,5 +1,5 @@
 """Conceptual figures for chapter 07 (BERT's input, masking, the pretraining model), drawn into
-course/07_bert_pretraining/images/.
+chapters/07_bert_pretraining/images/.
 
 Run: python images/bert_pretraining_figures.py
 """
@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-OUT = Path(__file__).resolve().parents[1] / "course" / "07_bert_pretraining" / "images"
+OUT = Path(__file__).resolve().parents[1] / "chapters" / "07_bert_pretraining" / "images"
 DPI = 100
 
 TOK, SEG_A, SEG_B, POS, SUM = "#e8eef7", "#fde2c8", "#d9ead3", "#f3f3f3", "#fff2a8"

@@ -1,5 +1,5 @@
 """Conceptual figures for chapter 06 (decoder, masks, the full Transformer), drawn into
-course/06_decoder_masking/images/.
+chapters/06_decoder_masking/images/.
 
 Run: python images/decoder_masking_figures.py
 """
@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-OUT = Path(__file__).resolve().parents[1] / "course" / "06_decoder_masking" / "images"
+OUT = Path(__file__).resolve().parents[1] / "chapters" / "06_decoder_masking" / "images"
 DPI = 100
 
 ATTN, NORM, FFN, EMB, OUTC = "#fde2c8", "#f3f3f3", "#d9ead3", "#e8eef7", "#e4dcf1"

@@ -1,4 +1,4 @@
-"""Conceptual figures for chapter 08 (GPT, the KV cache), drawn into course/08_gpt_generation/images/.
+"""Conceptual figures for chapter 08 (GPT, the KV cache), drawn into chapters/08_gpt_generation/images/.
 
 Run: python images/gpt_generation_figures.py
 """
@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-OUT = Path(__file__).resolve().parents[1] / "course" / "08_gpt_generation" / "images"
+OUT = Path(__file__).resolve().parents[1] / "chapters" / "08_gpt_generation" / "images"
 DPI = 100
 
 ATTN, NORM, FFN, EMB, OUTC, CACHE = "#fde2c8", "#f3f3f3", "#d9ead3", "#e8eef7", "#e4dcf1", "#fff2a8"

@@ -1,5 +1,5 @@
 """Conceptual figures for chapter 09 (the 2017 block vs the LLaMA block, grouped-query attention,
-sparse attention patterns and their cost, a mixture of experts), drawn into course/09_llama_modern/images/.
+sparse attention patterns and their cost, a mixture of experts), drawn into chapters/09_llama_modern/images/.
 
 Run: python images/llama_modern_figures.py
 """
@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-OUT = Path(__file__).resolve().parents[1] / "course" / "09_llama_modern" / "images"
+OUT = Path(__file__).resolve().parents[1] / "chapters" / "09_llama_modern" / "images"
 DPI = 100
 
 ATTN, NORM, FFN, EMB, OUTC, NEW = "#fde2c8", "#f3f3f3", "#d9ead3", "#e8eef7", "#e4dcf1", "#fff2a8"

@@ -1,7 +1,8 @@
 """Draw every figure the chapter narratives show: `python images/make_figures.py`.
 
 Each chapter has its own script `images/<chapter>_figures.py` with a `main()` that writes PNGs
-into the chapter's folder, `course/NN_<chapter>/images/`, so that its release carries them.
+into the chapter's authored folder, `chapters/NN_<chapter>/images/`; `grader build` carries them into
+the nbgrader source folder and the release into `course/NN_<chapter>/images/`.
 """
 import importlib.util
 import sys

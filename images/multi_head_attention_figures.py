@@ -1,4 +1,4 @@
-"""Conceptual figures for chapter 04 (multi-head attention), drawn into course/04_multi_head_attention/images/.
+"""Conceptual figures for chapter 04 (multi-head attention), drawn into chapters/04_multi_head_attention/images/.
 
 Run: python images/multi_head_attention_figures.py
 """
@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-OUT = Path(__file__).resolve().parents[1] / "course" / "04_multi_head_attention" / "images"
+OUT = Path(__file__).resolve().parents[1] / "chapters" / "04_multi_head_attention" / "images"
 DPI = 100
 HEAD_COLOURS = ["#f6b26b", "#93c47d", "#6fa8dc"]  # head 0, 1, 2
 T, H, DH = 4, 3, 2  # a toy sequence: 4 tokens, D = 6 features, 3 heads of 2

@@ -1,4 +1,4 @@
-"""Conceptual figures for chapter 03 (positional encoding), drawn into course/03_positional_encoding/images/.
+"""Conceptual figures for chapter 03 (positional encoding), drawn into chapters/03_positional_encoding/images/.
 
 Run: python images/positional_encoding_figures.py
 """
@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-OUT = Path(__file__).resolve().parents[1] / "course" / "03_positional_encoding" / "images"
+OUT = Path(__file__).resolve().parents[1] / "chapters" / "03_positional_encoding" / "images"
 DPI = 100
 
 

@@ -1,4 +1,4 @@
-"""Conceptual figures for chapter 02 (self-attention), drawn into course/02_self_attention/images/."""
+"""Conceptual figures for chapter 02 (self-attention), drawn into chapters/02_self_attention/images/."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-OUT = Path(__file__).resolve().parents[1] / "course" / "02_self_attention" / "images"
+OUT = Path(__file__).resolve().parents[1] / "chapters" / "02_self_attention" / "images"
 DPI = 100
 
 

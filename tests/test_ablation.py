@@ -48,7 +48,7 @@ def test_each_revert_changes_the_llama_model(chapter):
 
 
 def test_the_committed_ablation_is_whole_and_current(chapter):
-    record = json.loads((REPO / "course" / "09_llama_modern" / "ablation.json").read_text())
+    record = json.loads((REPO / "chapters" / "09_llama_modern" / "ablation.json").read_text())
     for key in ("command", "date", "torch", "machine", "steps", "seeds", "variants", "runs", "wall_s", "cpu_s"):
         assert key in record, key
     assert record["command"].startswith(".venv/bin/python benchmarks/llama_ablation.py")

@@ -1,8 +1,13 @@
-"""Invariants 1 and 2: generated source notebooks are fresh, and nbgrader's release is course/."""
-from grader.authoring.build import build, release
+"""Invariants 1 and 2: the build goes one way (chapters/ -> grader/source/ -> course/), and both
+generated layers are what the build and nbgrader's release make of the text sources now."""
+import jupytext
+import pytest
+
+from grader.authoring.build import build, build_source_notebook, release
 from grader.authoring.bundle import folder_files
 from grader.authoring.corpus import generated_files
-from grader.chapters import CHAPTERS
+from grader.authoring.text import FORMAT, filled_by, read_text_source, write_text
+from grader.chapters import CHAPTERS, REPO
 
 
 def test_source_notebooks_are_fresh():
@@ -10,10 +15,41 @@ def test_source_notebooks_are_fresh():
 
 
 def test_generated_data_is_fresh():
-    # e.g. chapter 08's course_text.txt, the narrative of chapters 01-06 as their notebooks say it now
+    # e.g. chapter 08's course_text.txt, the narrative of chapters 01-06 as their text sources say it now
     for chapter in CHAPTERS:
-        for path, text in generated_files(chapter).items():
+        for rel, text in generated_files(chapter).items():
+            path = chapter.source_dir / rel
             assert path.is_file() and path.read_text(encoding="utf-8") == text, f"{path} is stale: run `grader build`"
+
+
+def test_text_sources_are_canonical_and_carry_no_generated_code():
+    # What jupytext writes back is the file itself, so a reviewer's diff shows only what an author
+    # changed; a graded cell's body says where the build takes it from, and nothing else.
+    for chapter in CHAPTERS:
+        text = chapter.text_source.read_text(encoding="utf-8")
+        assert write_text(jupytext.reads(text, fmt=FORMAT)) == text, f"{chapter.text_source}: not jupytext's form"
+        for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "run_checks"):
+            assert marker not in text, f"{chapter.text_source} holds {marker!r}"
+        graded = [c for c in read_text_source(chapter).cells if filled_by(chapter, c)]
+        assert graded and all(c.source == filled_by(chapter, c) for c in graded)
+
+
+def test_the_build_refuses_code_written_into_a_generated_cell(tmp_path, monkeypatch):
+    chapter = CHAPTERS[1]
+    text = chapter.text_source.read_text(encoding="utf-8")
+    placeholder = f"# grader build fills this cell from solutions/{chapter.name}.py: softmax"
+    fake = tmp_path / chapter.text_source.name
+    fake.write_text(text.replace(placeholder, "def softmax(x, dim=-1):\n    return x.softmax(dim)"))
+    monkeypatch.setattr(type(chapter), "text_source", property(lambda self: fake))
+    with pytest.raises(ValueError, match="the body of cell softmax is generated"):
+        build_source_notebook(chapter)
+
+
+def test_nothing_generated_lives_among_the_authored_files():
+    # The one-way build: chapters/ holds text sources, figures and data; never a notebook or the
+    # bundled modules, which would be a second copy to drift.
+    for path in (REPO / "chapters").rglob("*"):
+        assert path.suffix not in (".ipynb", ".py"), f"{path}: generated files belong to grader/source/ and course/"
 
 
 def test_release_is_the_learner_notebook():

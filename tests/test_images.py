@@ -13,6 +13,6 @@ def test_figures_are_in_the_chapter_folder_and_have_a_script():
         if links:
             assert script.is_file(), f"no script draws the figures of {chapter.notebook_name}"
             assert f'"{chapter.assignment}" / "images"' in script.read_text(), f"{script.name} draws elsewhere"
-        shown = {(chapter.course_dir / link).resolve() for link in links}
-        for png in (chapter.course_dir / "images").glob("*"):
+        shown = {(chapter.chapter_dir / link).resolve() for link in links}
+        for png in (chapter.chapter_dir / "images").glob("*"):
             assert png.resolve() in shown, f"{png.relative_to(REPO)} is not shown by the notebook"

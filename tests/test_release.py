@@ -10,6 +10,7 @@ import nbformat
 import pytest
 
 from grader.authoring.bundle import folder_files, notebook_uses, support_files
+from grader.authoring.text import read_text_source, write_text
 from grader.chapters import CHAPTERS, REPO
 
 REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.DOTALL)
@@ -105,11 +106,11 @@ def test_release_carries_only_the_imported_pieces():
 
 def test_build_refuses_a_later_chapters_piece(tmp_path, monkeypatch):
     chapter = CHAPTERS[1]
-    nb = nbformat.read(chapter.course_notebook, as_version=4)
+    nb = read_text_source(chapter)
     nb.cells.insert(1, nbformat.v4.new_code_cell(f"from solutions.{CHAPTERS[2].name} import PositionalEncoding"))
-    fake = tmp_path / chapter.notebook_name
-    nbformat.write(nb, fake)
-    monkeypatch.setattr(type(chapter), "course_notebook", property(lambda self: fake))
+    fake = tmp_path / chapter.text_source.name
+    fake.write_text(write_text(nb), encoding="utf-8")
+    monkeypatch.setattr(type(chapter), "text_source", property(lambda self: fake))
     with pytest.raises(ValueError, match="earlier chapters' pieces only"):
         support_files(chapter)
 

@@ -1,10 +1,11 @@
 """`grader build` and `grader release`: the generated artefacts and their freshness checks.
 
-The learner notebook in course/ holds narrative, skeletons and public checks; solutions/ holds
-the reference code (solution regions marked); grader/boundary/specs holds the hidden tests. `build`
-joins them into the nbgrader source notebook, and generates what the chapter folder must carry
-to stand on its own (grader.authoring.bundle); `release` runs nbgrader's own `generate_assignment` on the
-source folder, and the result must be exactly the learner's chapter folder.
+The build goes one way. The text source chapters/NN_<name>/<name>.md holds narrative, demo cells and
+public checks (grader.authoring.text); solutions/ holds the reference code (solution regions
+marked); grader/boundary/specs holds the hidden tests; grader/rubrics the written answers. `build`
+joins them into the nbgrader source folder grader/source/NN_<name>/, with the chapter's figures and
+data and what the folder must carry to stand on its own (grader.authoring.bundle); `release` runs
+nbgrader's own `generate_assignment` on it, and the result is the learner's folder course/NN_<name>/.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import nbformat
 
 from grader.authoring.bundle import folder_files, support_files
 from grader.authoring.corpus import generated_files
+from grader.authoring.text import filled_by, read_text_source
 from grader.boundary.specs import exercises
 from grader.chapters import RELEASE_PACKAGES, TEST_PREFIX, Chapter, exercise_of, is_answer_cell, is_test_cell
 from grader.classroom.written import PREFIX as WRITTEN_PREFIX
@@ -54,22 +56,23 @@ def solution_source(chapter: Chapter, name: str) -> str:
 
 
 def build_source_notebook(chapter: Chapter) -> nbformat.NotebookNode:
-    nb = nbformat.read(chapter.course_notebook, as_version=4)
+    nb = read_text_source(chapter)
     specs = exercises(chapter.name)
     questions = written(chapter.name)
     solved, tested, answered = [], [], []
     for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
         meta = cell.metadata.get("nbgrader")
         if not meta:
             continue
-        # What generate_assignment adds on release; the source must not carry it.
-        for key in ("checksum", "cell_type"):
-            meta.pop(key, None)
-        for key in ("deletable", "editable"):
-            cell.metadata.pop(key, None)
+        # What generate_assignment adds on release, and what the build adds: not authored.
+        for key in ("checksum", "cell_type", "points"):
+            if key in meta:
+                raise ValueError(f"{chapter.text_source.name}: cell {meta.get('grade_id')} sets nbgrader's {key!r}, "
+                                 "which the build or the release writes")
         grade_id = meta["grade_id"]
+        if cell.source != filled_by(chapter, cell):
+            raise ValueError(f"{chapter.text_source.name}: the body of cell {grade_id} is generated; "
+                             f"write only {filled_by(chapter, cell)!r} there")
         if is_answer_cell(cell):  # the model answer; nbgrader's release replaces it with "YOUR ANSWER HERE"
             if grade_id not in questions or not grade_id.startswith(WRITTEN_PREFIX):
                 raise ValueError(f"{chapter.notebook_name}: written answer cell {grade_id} has no model answer "
@@ -128,30 +131,27 @@ def _sync(root: Path, wanted: dict[str, bytes], owned: list[str], check: bool) -
     return stale
 
 
-def build(chapters: list[Chapter], check: bool = False) -> list[str]:
-    """Generate (or, with check, compare) each chapter's support files and nbgrader source folder;
-    return the stale paths.
+def source_files(chapter: Chapter) -> dict[str, bytes]:
+    """What the nbgrader source folder grader/source/NN_<name>/ holds (relative path -> content):
+    the source notebook, every other file of chapters/NN_<name>/ (figures, data), the data the build
+    writes (grader.authoring.corpus) and the `course` and `solutions` modules the notebook imports
+    (grader.authoring.bundle)."""
+    wanted = {chapter.notebook_name: _render(build_source_notebook(chapter)).encode()}
+    for rel, path in folder_files(chapter.chapter_dir).items():
+        if path != chapter.text_source:
+            if rel == chapter.notebook_name or rel.split("/")[0] in RELEASE_PACKAGES:
+                raise ValueError(f"{path}: the build writes this name; authored files may not use it")
+            wanted[rel] = path.read_bytes()
+    wanted.update({rel: text.encode() for rel, text in generated_files(chapter).items()})
+    wanted.update(support_files(chapter))
+    return dict(sorted(wanted.items()))
 
-    The chapter folder course/NN_<name>/ gets the `course` and `solutions` modules its notebook
-    imports (grader.authoring.bundle); the source folder grader/source/NN_<name>/ gets the source notebook and
-    a copy of every other file of the chapter folder (figures, those modules, any data).
-    """
+
+def build(chapters: list[Chapter], check: bool = False) -> list[str]:
+    """Generate (or, with check, compare) each chapter's nbgrader source folder; return the stale paths."""
     stale = []
     for chapter in chapters:
-        for path, text in generated_files(chapter).items():  # data the chapter folder carries
-            if not path.exists() or path.read_text(encoding="utf-8") != text:
-                stale.append(str(path))
-                if not check:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text(text, encoding="utf-8")
-        support = support_files(chapter)
-        stale += _sync(chapter.course_dir, support, list(RELEASE_PACKAGES), check)
-        wanted = {chapter.notebook_name: _render(build_source_notebook(chapter)).encode()}
-        for rel, path in folder_files(chapter.course_dir).items():
-            if rel != chapter.notebook_name and rel.split("/")[0] not in RELEASE_PACKAGES:
-                wanted[rel] = path.read_bytes()
-        wanted.update(support)
-        stale += _sync(chapter.source_dir, dict(sorted(wanted.items())), [], check)
+        stale += _sync(chapter.source_dir, source_files(chapter), [], check)
     return stale
 
 

@@ -110,15 +110,15 @@ def update(chapter: Chapter, lang: str, nb: nbformat.NotebookNode) -> tuple[poli
     keeps its translation; an edited one keeps the most alike old translation, fuzzy, with the old
     English as previous msgid; units gone from the chapter are dropped."""
     old = load(chapter, lang)
-    known = {e.msgid: e for e in old if not e.obsolete}
+    known = {e.msgid.strip(): e for e in old if not e.obsolete}  # blank lines around a unit do not count
     leftover = [e for e in old if not e.obsolete and e.msgstr]
     fresh = polib.POFile(wrapwidth=0)
     fresh.metadata = old.metadata
     counts = {"kept": 0, "fuzzy": 0, "new": 0}
     for unit in units(nb):
         entry = _entry(unit)
-        if unit.text in known:
-            previous = known[unit.text]
+        if unit.text.strip() in known:
+            previous = known[unit.text.strip()]
             entry.msgstr, entry.flags = previous.msgstr, list(previous.flags)
             entry.previous_msgid = previous.previous_msgid
             counts["kept"] += 1
@@ -156,12 +156,12 @@ def _code_source(source: str) -> str:
 def problems(chapter: Chapter, lang: str, nb: nbformat.NotebookNode) -> list[str]:
     """What keeps the chapter's catalogue from translating the chapter: each line names the chapter
     and the unit (missing, untranslated, out of date, or a code translation that changes code)."""
-    catalogue = {e.msgid: e for e in load(chapter, lang) if not e.obsolete}
+    catalogue = {e.msgid.strip(): e for e in load(chapter, lang) if not e.obsolete}
     found = []
     for unit in units(nb):
         first = unit.text.strip().splitlines()[0][:70] if unit.text.strip() else ""
         label = f"{chapter.assignment} ({lang}) {unit.kind} {unit.where} «{first}»"
-        entry = catalogue.get(unit.text)
+        entry = catalogue.get(unit.text.strip())
         if entry is None:
             found.append(f"{label}: not in {catalogue_path(chapter, lang).relative_to(REPO)} (run `grader translate`)")
         elif "fuzzy" in entry.flags:
@@ -186,7 +186,7 @@ def _replace_docstrings(source: str, translations: dict[str, str]) -> str:
         offsets.append(offsets[-1] + len(line))
     edits = []
     for _, doc, owner in _docstrings(source):
-        english = inspect.cleandoc(doc.value)
+        english = inspect.cleandoc(doc.value).strip()
         if english not in translations:
             continue
         indent = " " * owner.body[0].col_offset
@@ -207,15 +207,15 @@ def translate(nb: nbformat.NotebookNode, chapter: Chapter, lang: str) -> nbforma
     missing = problems(chapter, lang, nb)
     if missing:
         raise ValueError("\n".join(missing))
-    table = {e.msgid: e.msgstr for e in load(chapter, lang) if not e.obsolete}
+    table = {e.msgid.strip(): e.msgstr for e in load(chapter, lang) if not e.obsolete}
     out = copy.deepcopy(nb)
     out.metadata["language"] = lang
     for cell in out.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "markdown" and not is_answer_cell(cell):
-            cell.source = table[cell.source]
+            cell.source = table[cell.source.strip()]
         elif cell.cell_type == "code" and meta.get("solution"):
             cell.source = _replace_docstrings(cell.source, table)
-        elif cell.cell_type == "code" and not meta.get("grade") and cell.source in table:
-            cell.source = table[cell.source]
+        elif cell.cell_type == "code" and not meta.get("grade") and cell.source.strip() in table:
+            cell.source = table[cell.source.strip()]
     return out
