@@ -32,7 +32,9 @@ def cmd_build(args) -> int:
 
 
 def cmd_release(args) -> int:
-    differ = build_mod().release(_chapters(args.chapters), write=args.write, course_dir=args.course_dir)
+    lang = args.lang or ("en" if args.course_dir else "all")
+    langs = ("en", "zh") if lang == "all" else (lang,)
+    differ = build_mod().release(_chapters(args.chapters), write=args.write, course_dir=args.course_dir, langs=langs)
     for path in differ:
         print(("updated: " if args.write else "differs from the nbgrader release: ") + path)
     if differ and not args.write:
@@ -188,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("chapters", nargs="*")
     p.add_argument("--write", action="store_true", help="copy the release into course/")
     p.add_argument("--course-dir", default=None, help="release into this nbgrader course directory (a class's)")
+    p.add_argument("--lang", choices=["en", "zh", "all"], default=None,
+                   help="the edition: en or zh (default: both into course/ and course/zh/; en with --course-dir)")
     p.set_defaults(func=cmd_release)
 
     p = sub.add_parser("translate", help="bring a language's catalogues (i18n/LANG/*.po) in step with the chapters")

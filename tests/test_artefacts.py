@@ -7,7 +7,7 @@ from grader.authoring.build import build, build_source_notebook, release
 from grader.authoring.bundle import folder_files
 from grader.authoring.corpus import generated_files
 from grader.authoring.text import FORMAT, filled_by, read_text_source, write_text
-from grader.chapters import CHAPTERS, REPO
+from grader.chapters import CHAPTERS, LANGUAGES, REPO
 
 
 def test_source_notebooks_are_fresh():
@@ -58,7 +58,8 @@ def test_release_is_the_learner_notebook():
 
 def test_release_carries_no_solutions_or_hidden_tests():
     # Importing earlier chapters' reference pieces is fine; this chapter's own reference is not.
-    for chapter in CHAPTERS:
+    for chapter in CHAPTERS + [c.edition(lang) for lang in LANGUAGES for c in CHAPTERS]:
+        assert chapter.course_notebook.is_file(), f"{chapter.course_dir}: no release (grader build, release --write)"
         for rel, path in folder_files(chapter.course_dir).items():
             if path.suffix not in (".py", ".ipynb", ".md", ".txt"):
                 continue

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 
+from grader.authoring import i18n
 from grader.authoring.bundle import folder_files, support_files
 from grader.authoring.corpus import generated_files
 from grader.authoring.text import filled_by, read_text_source
@@ -135,8 +136,12 @@ def source_files(chapter: Chapter) -> dict[str, bytes]:
     """What the nbgrader source folder grader/source/NN_<name>/ holds (relative path -> content):
     the source notebook, every other file of chapters/NN_<name>/ (figures, data), the data the build
     writes (grader.authoring.corpus) and the `course` and `solutions` modules the notebook imports
-    (grader.authoring.bundle)."""
-    wanted = {chapter.notebook_name: _render(build_source_notebook(chapter)).encode()}
+    (grader.authoring.bundle). A translated edition (grader/source-<lang>/) differs in the notebook's
+    text alone; raises i18n.IncompleteTranslation while its catalogue lacks a unit."""
+    notebook = build_source_notebook(chapter.edition("en"))
+    if chapter.lang != "en":
+        notebook = i18n.translate(notebook, chapter, chapter.lang)
+    wanted = {chapter.notebook_name: _render(notebook).encode()}
     for rel, path in folder_files(chapter.chapter_dir).items():
         if path != chapter.text_source:
             if rel == chapter.notebook_name or rel.split("/")[0] in RELEASE_PACKAGES:
@@ -148,17 +153,43 @@ def source_files(chapter: Chapter) -> dict[str, bytes]:
 
 
 def build(chapters: list[Chapter], check: bool = False) -> list[str]:
-    """Generate (or, with check, compare) each chapter's nbgrader source folder; return the stale paths."""
+    """Generate (or, with check, compare) each chapter's nbgrader source folders, English and
+    translated; return the stale paths. A translation that lacks units is not written: it is
+    reported stale, with the number of units `grader translate --check` lists."""
     stale = []
     for chapter in chapters:
         stale += _sync(chapter.source_dir, source_files(chapter), [], check)
+        for lang in i18n.LANGUAGES:
+            edition = chapter.edition(lang)
+            try:
+                wanted = source_files(edition)
+            except i18n.IncompleteTranslation as err:
+                stale.append(f"{edition.source_dir} (not built: {len(err.problems)} translation unit(s) to do, "
+                             f"`grader translate --check {chapter.number} --lang {lang}`)")
+                continue
+            stale += _sync(edition.source_dir, wanted, [], check)
     return stale
 
 
-def release(chapters: list[Chapter], write: bool = False, course_dir: str | Path | None = None) -> list[str]:
-    """Release each chapter with nbgrader; return the learner files that differ from course/
-    (the notebook and everything in its folder: figures, generated modules). With `course_dir`, the
-    release stays there (a class's course directory, for nbgrader release_assignment)."""
+def release(chapters: list[Chapter], write: bool = False, course_dir: str | Path | None = None,
+            langs: tuple[str, ...] = ("en", *i18n.LANGUAGES)) -> list[str]:
+    """Release each chapter with nbgrader, in each edition of `langs`; return the learner files that
+    differ from course/ (course/<lang>/ for a translation): the notebook and everything in its
+    folder (figures, generated modules). With `course_dir` (a class's course directory, for nbgrader
+    release_assignment), the release stays there: one edition, since nbgrader knows one source
+    notebook per assignment."""
+    if course_dir is not None and len(langs) != 1:
+        raise ValueError("a class's course directory takes one edition: choose it with --lang")
+    differ = []
+    for lang in langs:
+        editions = [c.edition(lang) for c in chapters]
+        if lang != "en":
+            editions = [c for c in editions if c.source_dir.is_dir()]  # not built yet: `grader build` said so
+        differ += _release(editions, write, course_dir)
+    return differ
+
+
+def _release(chapters: list[Chapter], write: bool, course_dir: str | Path | None) -> list[str]:
     differ = []
     with tempfile.TemporaryDirectory() if course_dir is None else contextlib.nullcontext(course_dir) as tmp:
         course = CourseDir(Path(tmp), chapters)

@@ -29,12 +29,22 @@ from pathlib import Path
 import nbformat
 import polib
 
-from grader.chapters import REPO, Chapter, is_answer_cell
+from grader.chapters import LANGUAGES, REPO, Chapter, is_answer_cell
 
-LANGUAGES = ("zh",)
+__all__ = ["LANGUAGES", "IncompleteTranslation", "problems", "translate", "units", "update"]
 CATALOGUES = REPO / "i18n"
 FUZZY_CUTOFF = 0.6  # how alike an edited unit must be to its old English to keep the old translation
+# The one line of prose in a test cell (grader.authoring.build.HIDDEN_TEST), per language.
+HIDDEN_TEST_LINE = re.compile(r"^# Hidden tests for `(?P<name>\w+)` run here when your notebook is graded "
+                              r"\((?P<points>[\d.]+) points?\)\.$", re.MULTILINE)
+HIDDEN_TEST_TRANSLATED = {"zh": "# 批改你的 notebook 时，`{name}` 的隐藏测试在这里运行（{points} 分）。"}
 PROSE = re.compile(r"[A-Za-z]{2,}[^A-Za-z]+[A-Za-z]{2,}")  # two words: a string a reader reads
+
+
+class IncompleteTranslation(ValueError):
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -163,7 +173,7 @@ def problems(chapter: Chapter, lang: str, nb: nbformat.NotebookNode) -> list[str
         label = f"{chapter.assignment} ({lang}) {unit.kind} {unit.where} «{first}»"
         entry = catalogue.get(unit.text.strip())
         if entry is None:
-            found.append(f"{label}: not in {catalogue_path(chapter, lang).relative_to(REPO)} (run `grader translate`)")
+            found.append(f"{label}: not in i18n/{lang}/{chapter.assignment}.po (run `grader translate`)")
         elif "fuzzy" in entry.flags:
             found.append(f"{label}: out of date (the English changed; update the translation, drop `fuzzy`)")
         elif not entry.msgstr.strip():
@@ -206,16 +216,19 @@ def translate(nb: nbformat.NotebookNode, chapter: Chapter, lang: str) -> nbforma
     keeps it from being whole (grader.authoring.i18n.problems)."""
     missing = problems(chapter, lang, nb)
     if missing:
-        raise ValueError("\n".join(missing))
+        raise IncompleteTranslation(missing)
     table = {e.msgid.strip(): e.msgstr for e in load(chapter, lang) if not e.obsolete}
     out = copy.deepcopy(nb)
-    out.metadata["language"] = lang
+    out.metadata["course_edition"] = lang  # which release a grader restores its cells from
     for cell in out.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "markdown" and not is_answer_cell(cell):
             cell.source = table[cell.source.strip()]
         elif cell.cell_type == "code" and meta.get("solution"):
             cell.source = _replace_docstrings(cell.source, table)
-        elif cell.cell_type == "code" and not meta.get("grade") and cell.source.strip() in table:
+        elif cell.cell_type == "code" and meta.get("grade"):
+            cell.source = HIDDEN_TEST_LINE.sub(lambda m: HIDDEN_TEST_TRANSLATED[lang].format(**m.groupdict()),
+                                               cell.source)
+        elif cell.cell_type == "code" and cell.source.strip() in table:
             cell.source = table[cell.source.strip()]
     return out

@@ -25,7 +25,7 @@ from grader.boundary import seeds
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool, load_checks
 from grader.boundary.unit import Job, Verdict
-from grader.chapters import CHAPTERS, Chapter, exercise_of, is_answer_cell, is_test_cell
+from grader.chapters import CHAPTERS, LANGUAGES, Chapter, exercise_of, is_answer_cell, is_test_cell
 from grader.classroom import locks, skipping
 from grader.classroom.cluster import DaskPool
 from grader.classroom.intake import gather
@@ -151,7 +151,7 @@ def stage(course: CourseDir, submission: Submission, released: dict[str, nbforma
     release = released[submission.chapter.assignment]
     if not submission.error:
         with one_submission(submission, "read"):
-            nb = _learner_notebook(submission, release)
+            nb, release = _learner_notebook(submission, release)
             submission.notes += bound_saved_outputs(nb)
             submission.cells = job_cells(nb, release, rerun_all)
     if submission.error:
@@ -160,8 +160,9 @@ def stage(course: CourseDir, submission: Submission, released: dict[str, nbforma
     _write_staged(course, submission, nb)
 
 
-def _learner_notebook(submission: Submission, release: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The submission read (its shape checked: grader.classroom.submissions) and repaired against the release."""
+def _learner_notebook(submission: Submission, release: nbformat.NotebookNode):
+    """The submission read (its shape checked: grader.classroom.submissions) and repaired against the
+    release of its edition; returns both."""
     path, chapter = submission.path, submission.chapter
     if not path.is_file():
         raise BadSubmission(f"{path}: no such file")
@@ -169,9 +170,22 @@ def _learner_notebook(submission: Submission, release: nbformat.NotebookNode) ->
     other = _other_chapter(nb, chapter)
     if other:
         raise BadSubmission(f"{path.name} holds the cells of {other}, not of {chapter.assignment}")
+    release = edition_release(nb, chapter, release)
     nb, repairs = repair(nb, release)
     submission.notes += notes + repairs
-    return nb
+    return nb, release
+
+
+def edition_release(nb: nbformat.NotebookNode, chapter: Chapter,
+                    release: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The release of the edition a learner's notebook says it is (a translation's course/<lang>/,
+    which CI keeps equal to nbgrader's release of it), else `release`. Same grade_ids, points and
+    hidden tests in every edition: a learner who claims another edition gets its text, not a grade."""
+    lang = nb.metadata.get("course_edition")
+    if not isinstance(lang, str) or lang == "en" or lang not in LANGUAGES:
+        return release
+    path = chapter.edition(lang).course_notebook
+    return nbformat.read(path, as_version=4) if path.is_file() else release
 
 
 def bound_saved_outputs(nb: nbformat.NotebookNode) -> list[str]:

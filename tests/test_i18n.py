@@ -1,0 +1,103 @@
+"""The Chinese edition (grader.authoring.i18n): every unit of every chapter translated and up to
+date, an edited English unit going out of date by name, translations that cannot change code, and
+the Chinese release graded by the same hidden tests as the English one."""
+import shutil
+
+import nbformat
+import polib
+import pytest
+
+from grader.authoring import i18n, samples
+from grader.authoring.build import build_source_notebook
+from grader.chapters import CHAPTERS, LANGUAGES, find_chapter
+from grader.classroom.grading import grade_paths
+
+CHAPTER = find_chapter("05")
+
+
+@pytest.fixture
+def scratch_catalogues(tmp_path, monkeypatch):
+    shutil.copytree(i18n.CATALOGUES, tmp_path / "i18n")
+    monkeypatch.setattr(i18n, "CATALOGUES", tmp_path / "i18n")
+    return tmp_path / "i18n"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_unit_of_every_chapter_is_translated(lang):
+    problems = [line for chapter in CHAPTERS for line in i18n.problems(chapter, lang, build_source_notebook(chapter))]
+    assert problems == [], "\n".join(problems[:20]) + "\n(edit the catalogues; README: The Chinese edition)"
+
+
+def test_an_edited_english_unit_goes_out_of_date_by_name(scratch_catalogues):
+    nb = build_source_notebook(CHAPTER)
+    at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## 2."))
+    old = nb.cells[at].source
+    nb.cells[at].source = old.replace("Deep networks", "Very deep networks", 1)
+    assert nb.cells[at].source != old
+    catalogue, counts = i18n.update(CHAPTER, "zh", nb)
+    assert counts["fuzzy"] == 1 and counts["new"] == 0
+    (entry,) = [e for e in catalogue if "fuzzy" in e.flags]
+    assert entry.previous_msgid == old and entry.msgid == nb.cells[at].source and entry.msgstr
+    i18n.save(catalogue, i18n.catalogue_path(CHAPTER, "zh"))
+    (line,) = i18n.problems(CHAPTER, "zh", nb)
+    assert line.startswith(f"05_add_and_norm (zh) markdown cell {at} «## 2.") and "out of date" in line
+    with pytest.raises(i18n.IncompleteTranslation, match="out of date"):
+        i18n.translate(nb, CHAPTER, "zh")
+
+
+def test_a_new_unit_is_missing_and_blank_lines_do_not_count(scratch_catalogues):
+    nb = build_source_notebook(CHAPTER)
+    nb.cells[0].source = "\n\n" + nb.cells[0].source + "\n"  # only blank lines: still translated
+    nb.cells.insert(2, nbformat.v4.new_markdown_cell("A paragraph nobody has translated yet."))
+    (line,) = i18n.problems(CHAPTER, "zh", nb)
+    assert "markdown cell 2 «A paragraph nobody" in line and "not in i18n/zh/05_add_and_norm.po" in line
+
+
+def test_a_code_translation_may_change_strings_and_comments_only(scratch_catalogues):
+    nb = build_source_notebook(CHAPTER)
+    path = i18n.catalogue_path(CHAPTER, "zh")
+    catalogue = polib.pofile(str(path), wrapwidth=0)
+    entry = next(e for e in catalogue if e.comment.startswith("code:") and "print(" in e.msgstr)
+    entry.msgstr = entry.msgstr.replace("print(", "len(", 1)
+    catalogue.save(str(path))
+    (line,) = i18n.problems(CHAPTER, "zh", nb)
+    assert "changes the code" in line
+
+
+def test_a_translated_notebook_keeps_code_grade_ids_and_tests():
+    english = build_source_notebook(CHAPTER)
+    chinese = i18n.translate(english, CHAPTER, "zh")
+    assert chinese.metadata["course_edition"] == "zh"
+    assert len(chinese.cells) == len(english.cells)
+    changed = 0
+    for en, zh in zip(english.cells, chinese.cells):
+        assert (en.cell_type, en.metadata) == (zh.cell_type, zh.metadata)
+        changed += en.source != zh.source
+        if en.cell_type == "code" and en.metadata.get("nbgrader", {}).get("solution"):
+            # only the docstrings differ: the code between them is the reference's, byte for byte
+            assert i18n._strings_blanked(en.source) == i18n._strings_blanked(zh.source)
+            assert "### BEGIN SOLUTION" in zh.source
+        if en.cell_type == "code" and en.metadata.get("nbgrader", {}).get("grade"):
+            assert "run_checks(" in zh.source and "隐藏测试" in zh.source
+    assert changed > len(english.cells) // 2
+
+
+def test_every_chinese_release_grades_like_the_english_one(tmp_path):
+    # The same hidden tests: the reference filled into the Chinese release gets full marks, the
+    # untouched Chinese release 0, and neither needs a repair (its cells match its own edition).
+    paths = []
+    for chapter in CHAPTERS:
+        edition = chapter.edition("zh")
+        for kind, nb in (("reference", samples.reference(edition)), ("release", samples.released(edition))):
+            folder = tmp_path / kind / chapter.assignment
+            folder.mkdir(parents=True)
+            nbformat.write(nb, folder / chapter.notebook_name)
+            paths.append(str(folder / chapter.notebook_name))
+    results = grade_paths(paths, jobs=2, timeout=300)
+    for result in results:
+        assert not result.get("error") and not result.get("repairs"), result
+    by_kind = {}
+    for path, result in zip(paths, results):
+        by_kind.setdefault("reference" if "/reference/" in path else "release", []).append(result)
+    assert all(r["score"] == r["max_score"] > 0 for r in by_kind["reference"]), by_kind["reference"]
+    assert all(r["score"] == 0 for r in by_kind["release"]), by_kind["release"]
