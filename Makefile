@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab demo lint test test-integration bench build release clean hub hub-setup
+.PHONY: setup lab lab-zh demo lint test test-integration bench build release clean hub hub-setup
 
 setup: $(STAMP)
 
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml constraints.txt
 # JupyterLab refuses to run as root unless told (containers, CI machines).
 lab: setup
 	$(BIN)/jupyter lab course/ $(if $(filter 0,$(shell id -u)),--allow-root)
+
+lab-zh: setup
+	$(BIN)/jupyter lab course/zh/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 demo: setup
 	$(BIN)/grader demo

@@ -23,7 +23,9 @@ def _chapters(keys: list[str]):
 def cmd_build(args) -> int:
     stale = build_mod().build(_chapters(args.chapters), check=args.check)
     for path in stale:
-        print(("stale: " if args.check else "wrote: ") + path)
+        unbuilt = "(not built:" in path  # a translation still lacking units
+        print(("not built: " + path.replace(" (not built:", " (")) if unbuilt else
+              ("stale: " if args.check else "wrote: ") + path)
     if args.check and stale:
         print("Generated source notebooks are out of date: run `grader build`.", file=sys.stderr)
         return 1

@@ -101,3 +101,28 @@ def test_every_chinese_release_grades_like_the_english_one(tmp_path):
         by_kind.setdefault("reference" if "/reference/" in path else "release", []).append(result)
     assert all(r["score"] == r["max_score"] > 0 for r in by_kind["reference"]), by_kind["reference"]
     assert all(r["score"] == 0 for r in by_kind["release"]), by_kind["release"]
+
+
+def test_a_class_mixing_editions_is_graded_with_feedback_in_each(tmp_path):
+    # One assignment, two editions: each learner's cells are checked against their own edition's
+    # release (no repairs), the gradebook holds both, and each feedback is in the learner's language.
+    from nbgrader.api import Gradebook
+
+    from grader.classroom.grading import autograde_class
+
+    inbox = tmp_path / "inbox"
+    for student, edition in (("ada", CHAPTER.edition("zh")), ("ben", CHAPTER)):
+        folder = inbox / student / CHAPTER.assignment
+        folder.mkdir(parents=True)
+        nbformat.write(samples.reference(edition), folder / CHAPTER.notebook_name)
+    course = tmp_path / "course"
+    autograde_class(inbox, course, jobs=2, timeout=120, chapters=[CHAPTER], progress=False)
+    notes = (course / "grading-notes.json").read_text()
+    assert "restored" not in notes and "repaired" not in notes
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for student in ("ada", "ben"):
+            sub = gradebook.find_submission(CHAPTER.assignment, student)
+            assert sub.score == 15, (student, sub.score)  # the automatic part: 21 less 6 to grade by hand
+    feedback = {s: (course / "feedback" / s / CHAPTER.assignment / "add_and_norm.html").read_text()
+                for s in ("ada", "ben")}
+    assert "层归一化" in feedback["ada"] and "层归一化" not in feedback["ben"]

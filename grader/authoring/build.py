@@ -164,7 +164,7 @@ def build(chapters: list[Chapter], check: bool = False) -> list[str]:
             try:
                 wanted = source_files(edition)
             except i18n.IncompleteTranslation as err:
-                stale.append(f"{edition.source_dir} (not built: {len(err.problems)} translation unit(s) to do, "
+                stale.append(f"{edition.source_dir} (not built:{len(err.problems)} translation unit(s) to do, "
                              f"`grader translate --check {chapter.number} --lang {lang}`)")
                 continue
             stale += _sync(edition.source_dir, wanted, [], check)
