@@ -74,17 +74,16 @@ class Pool:
         self.close()
 
     def judge(self, job: Job) -> Verdict:
-        # lazy: the checks' side (torch.distributed.tensor, the hidden specs) is imported by `load_checks`
-        # in a thread while the fork server starts, not with this module
-        from grader.boundary.proxy import judge_exercise
-        from grader.boundary.specs import exercises
+        # lazy: the checks' side (torch.distributed.tensor, 1-2 s, and the chapters' hidden specs) is imported by
+        # `load_checks` in a thread while the fork server starts, not with this module
+        from grader.boundary.proxy import checks_of, judge_exercise
 
         started = time.perf_counter()
         base = Path(tempfile.mkdtemp(dir=self.workdir))
         job_dir, root = base / job.chapter.assignment, base / "root"
         root.mkdir()
         shutil.copytree(job.release_dir, job_dir, ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
-        specs = exercises(job.chapter.name)
+        specs = checks_of(job.chapter.name)
         tests = {i: specs[c["exercise"]] for i, c in enumerate(job.cells)
                  if c["kind"] == "test" and c.get("exercise") in specs}
         # a test cell with no hidden checks is not served; a left-out cell's saved outputs stay here
@@ -204,13 +203,11 @@ def load_checks(chapters: list[Chapter]) -> threading.Thread:
     and the chapters' hidden specs in a thread, while the pool's fork server starts: judging and
     recording need them, and the grading process has nothing else to do meanwhile."""
     def load():
-        # lazy: what `Pool.judge` imports, here in a thread while the fork server starts
-        import grader.boundary.proxy  # noqa: F401
-        from grader.boundary.specs import exercises
+        from grader.boundary.proxy import checks_of  # lazy: what `Pool.judge` imports, here in a thread
 
         for chapter in chapters:
             with contextlib.suppress(Exception):  # a broken spec is reported where it is used
-                exercises(chapter.name)
+                checks_of(chapter.name)
 
     thread = threading.Thread(target=load, name="load-checks", daemon=True)
     thread.start()

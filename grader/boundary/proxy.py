@@ -33,6 +33,7 @@ import torch.nn as nn
 from grader.boundary import claims
 from grader.boundary.score import Result, forbidden_reason, run_each
 from grader.boundary.spec import Exercise, hidden_inputs, in_place_record
+from grader.boundary.specs import exercises
 from grader.boundary.standin_host import StandInHost
 from grader.boundary.wire import Codec, Endpoint, Lost, WireError, raw_from
 
@@ -267,6 +268,11 @@ def _as_returned(value: Any, now: dict[int, Any], depth: int = 0) -> Any:
     if type(value) is dict and depth < 8:
         return {k: _as_returned(v, now, depth + 1) for k, v in value.items()}
     return value
+
+
+def checks_of(chapter_name: str) -> dict[str, Exercise]:
+    """The chapter's exercises (grader.boundary.specs), whose checks `judge_exercise` runs."""
+    return exercises(chapter_name)
 
 
 def judge_exercise(exercise: Exercise, conn, timeout: float, secret: int = 0) -> dict:
