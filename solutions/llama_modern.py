@@ -170,7 +170,7 @@ class GroupedQueryAttention(nn.Module):
         on v; query head j uses kv head j // (H / Hkv); causal softmax(q k^T / sqrt(Dh)) v per head;
         the heads merged and projected by W_o.
     Raises:
-        ValueError in __init__ if D % H, H % Hkv or Dh is odd; in forward if x is not (B, T, D)
+        ValueError in __init__ if D % H != 0, H % Hkv != 0 or Dh is odd; in forward if x is not (B, T, D)
         or T > max_len.
     Use rope_frequencies, apply_rope and repeat_kv, and the imported split_heads, merge_heads,
     scaled_dot_product_attention and causal_mask; do not call F.scaled_dot_product_attention,

@@ -580,7 +580,7 @@ def _(cls):
 
 
 @GroupedQueryAttention.side_check("bad sizes raise ValueError: D % H, H % Hkv, T > max_len, x not (B, T, D)",
-                                  states=("ValueError in __init__ if D % H, H % Hkv or Dh is odd",
+                                  states=("ValueError in __init__ if D % H != 0, H % Hkv != 0 or Dh is odd",
                                           "in forward if x is not (B, T, D) or T > max_len"))
 def _(cls):
     assert_raises_value_error(cls, 18, 4, 2, 8)
