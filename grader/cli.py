@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -96,6 +97,23 @@ def cmd_autograde(args) -> int:
     finally:
         forkserver.stop()
     print(summary)
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from grader.classroom.term import load_term  # lazy: start-up
+
+    load_term(args.course_dir)  # a bad term.toml stops the service before it grades anything
+    forkserver.start()
+    from grader.classroom.grading import _pool  # lazy: start-up
+    from grader.classroom.onsubmit import Service  # lazy: start-up
+    from grader.classroom.onsubmit_web import serve  # lazy: start-up (jupyterhub, tornado)
+
+    with _pool(args.scheduler, args.jobs, args.timeout, _limits(args)) as pool:
+        pool.start()
+        service = Service(args.course_dir, args.exchange, pool, timeout=args.timeout)
+        serve(service, set(args.instructor), poll=args.poll, port=args.port)
+    forkserver.stop()
     return 0
 
 
@@ -222,6 +240,18 @@ def main(argv: list[str] | None = None) -> int:
                         "machine)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_autograde)
+
+    p = sub.add_parser("serve", help="grade on submit: the hub's grading service (README: Grading on submit)")
+    p.add_argument("--course-dir", default="nbgrader-course")
+    p.add_argument("--exchange", default=os.environ.get("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange"),
+                   help="nbgrader's exchange root (default: $COURSE_EXCHANGE_ROOT)")
+    p.add_argument("--instructor", action="append", default=[], help="a user who sees the class page (repeatable)")
+    p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once")
+    p.add_argument("--poll", type=float, default=1.0, help="seconds between looks at the exchange")
+    p.add_argument("--port", type=int, default=None, help="default: the port of $JUPYTERHUB_SERVICE_URL")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="grade on this Dask cluster")
+    _sandbox_options(p)
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("regrade", help="grade a chapter again for the class; show old -> new per learner")
     p.add_argument("chapter")

@@ -18,12 +18,13 @@ import nbgrader
 from course.toolkit import GRADING_ENV
 from grader.chapters import Chapter
 
+COURSE_ID = "transformers-from-scratch"  # nbgrader's course id: the exchange's folder of this course
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "transformers-course-grader"
 
 CONFIG = """\
 c = get_config()
 c.CourseDirectory.root = {root!r}
-c.CourseDirectory.course_id = "transformers-from-scratch"
+c.CourseDirectory.course_id = {course_id!r}
 c.CourseDirectory.db_url = {db_url!r}
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
 # A runaway cell is interrupted and costs that cell only; the next cells still run.
@@ -102,7 +103,8 @@ class CourseDir:
         self.db_url = db_url or database_of(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         _write_if_changed(self.root / "nbgrader_config.py",
-                          CONFIG.format(root=str(self.root), db_url=self.db_url, timeout=timeout).encode())
+                          CONFIG.format(root=str(self.root), course_id=COURSE_ID, db_url=self.db_url,
+                                        timeout=timeout).encode())
         for chapter in chapters:
             sync_folder(chapter.source_dir, self.root / "source" / chapter.assignment)
 

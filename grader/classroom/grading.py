@@ -370,7 +370,22 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
     """Grade every `<student>/**/<chapter>.ipynb` (or an LMS download: grader.classroom.intake) into the gradebook,
     then feedback and grades.csv; judged by the local pool, or on the Dask cluster at `scheduler`
     (grader.classroom.cluster); `term` (grader.classroom.term.Term): due dates, extensions, the late policy."""
-    with locks.locked(Path(course_dir).resolve()), _pool(scheduler, jobs, timeout, limits) as pool:
+    with _pool(scheduler, jobs, timeout, limits) as pool:
+        summary_text, _ = autograde_with(pool, submissions_dir, course_dir, db_url=db_url, timeout=timeout,
+                                         chapters=chapters, progress=progress, rerun_all=rerun_all, term=term,
+                                         pattern=pattern)
+        return summary_text
+
+
+def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db_url: str | None = None,
+                   timeout: int = 120, chapters: list[Chapter] | None = None, progress: bool = True,
+                   rerun_all: bool = False, term=None, pattern: str | None = None,
+                   feedback_for: list[str] | None = None, score_only: bool = False) -> tuple[str, list[dict]]:
+    """autograde_class on a pool already running (the grading service keeps one warm); returns the
+    summary and one result per submission (grade_paths' JSON contract, with "student" and
+    "assignment"). `feedback_for`: generate feedback for these students only (default: the class);
+    `score_only`: that feedback shows scores, not the checks' messages (grader.classroom.recording.ScoreOnly)."""
+    with locks.locked(Path(course_dir).resolve()):
         submissions, notes = gather(submissions_dir, course_dir, pattern)
         set_aside_duplicates(submissions)
         if term is not None:
@@ -386,9 +401,10 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
                 released = release_all(course, chapters, cached=fresh)
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
                       book=book)
-            feedback_and_export(course, chapters)
-            results = [result_of(course, sub) for sub in submissions]
-            return "\n".join([summary(course, chapters, results), *notes])
+            feedback_and_export(course, chapters, students=feedback_for, score_only=score_only)
+            results = [{**result_of(course, sub), "student": sub.student,
+                        "assignment": sub.chapter.assignment if sub.chapter else None} for sub in submissions]
+            return "\n".join([summary(course, chapters, results), *notes]), results
 
 
 def _pool(scheduler: str | None, jobs: int, timeout: int, limits: Limits):

@@ -31,7 +31,7 @@ from grader.chapters import Chapter, exercise_of, is_test_cell
 from grader.classroom.export import write_course_csv
 from grader.classroom.submissions import BadSubmission, Submission
 from grader.classroom.written import AddRubrics, DropRubrics
-from grader.coursedir import CourseDir
+from grader.coursedir import COURSE_ID, CourseDir
 
 
 def _shared_engines() -> None:
@@ -270,7 +270,20 @@ class FillVerdict(NbGraderPreprocessor):
 
 # ---------------------------------------------------------------- nbgrader's steps
 
-def nbgrader_api(course: CourseDir, term=None):
+class ScoreOnly(NbGraderPreprocessor):
+    """Feedback that shows each test cell's score but not what its checks said (grading on submit
+    before the due date, when the instructor's policy says so: grader.classroom.onsubmit)."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if is_test_cell(cell):
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=SCORE_ONLY)]
+        return cell, resources
+
+
+SCORE_ONLY = "[what the checks found is shown after the due date; your score is above]\n"
+
+
+def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchange: str | Path | None = None):
     from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
@@ -287,12 +300,15 @@ def nbgrader_api(course: CourseDir, term=None):
     _shared_engines()
     config = Config()
     config.CourseDirectory.root = str(course.root)
-    config.CourseDirectory.course_id = "transformers-from-scratch"
+    config.CourseDirectory.course_id = COURSE_ID
+    if exchange is not None:  # release_feedback (grading on submit: grader.classroom.onsubmit)
+        config.Exchange.root = str(exchange)
     config.CourseDirectory.db_url = course.db_url
     config.Autograde.autograde_preprocessors = [FillVerdict, AddRubrics, IgnorePattern, ClearMetadataPreprocessor,
                                                 LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
     config.FillVerdict.folder = str(course.root / VERDICTS)
-    config.GenerateFeedback.preprocessors = [DropRubrics, GetGrades, CSSHTMLHeaderPreprocessor]
+    config.GenerateFeedback.preprocessors = [DropRubrics, *([ScoreOnly] if score_only else []), GetGrades,
+                                             CSSHTMLHeaderPreprocessor]
     config.GenerateFeedback.exporter_class = _feedback_exporter()
     config.NbGraderAPI.log_level = "ERROR"
     if term is not None:
@@ -341,17 +357,20 @@ def record(course: CourseDir, api, submission: Submission) -> None:
         submission.error = verdict.error
 
 
-def feedback_and_export(course: CourseDir, chapters: list[Chapter]) -> None:
-    """nbgrader's generate_feedback for each chapter and its CSV export, in this process."""
+def feedback_and_export(course: CourseDir, chapters: list[Chapter], students: list[str] | None = None,
+                        score_only: bool = False) -> None:
+    """nbgrader's generate_feedback for each chapter (for `students` only, when given) and its CSV
+    export, in this process; `score_only`: the feedback shows scores, not the checks' messages."""
     from nbgrader.api import Gradebook
 
-    api = nbgrader_api(course)
+    api = nbgrader_api(course, score_only=score_only)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for chapter in chapters:
-            outcome = api.generate_feedback(chapter.assignment, force=True)
-            if not outcome.get("success"):
-                print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
-                      file=sys.stderr)
+            for student in students or [None]:
+                outcome = api.generate_feedback(chapter.assignment, student_id=student, force=True)
+                if not outcome.get("success"):
+                    print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
+                          file=sys.stderr)
         with Gradebook(course.db_url) as gb:
             write_course_csv(gb, course.root / "grades.csv")

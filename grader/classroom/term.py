@@ -11,6 +11,8 @@ then copied there with its extensions file, so every later run applies the same 
     cap = 50                           # percent off at most
     zero_after_days = 7                # later than this: zero
     grace_minutes = 15                 # this late counts as on time
+    [on_submit]                        # grading on submit (grader.classroom.submitpolicy)
+    chapters = ["02"]
 
 The penalty goes through nbgrader's own mechanism: the assignment's due date and each learner's
 extension are set in the gradebook, the submission time is the gradebook submission's timestamp
@@ -35,6 +37,7 @@ from traitlets import Float
 
 from grader.chapters import find_chapter
 from grader.classroom.submissions import TIMESTAMP_FILE, write_timestamp
+from grader.classroom.submitpolicy import SubmitPolicy, parse_on_submit
 
 TERM_FILE = "term.toml"
 DAY = 86400.0
@@ -94,6 +97,14 @@ class Term:
     extensions: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (student, assignment) -> due
     submitted_at: datetime | None = None  # --submitted-at: for submissions with no known time
     source: Path | None = None
+    on_submit: dict[str, SubmitPolicy] = field(default_factory=dict)  # assignment -> grading on submit
+
+    def submit_policy(self, assignment: str) -> SubmitPolicy:
+        return self.on_submit.get(assignment, SubmitPolicy())
+
+    def due_for(self, student: str, assignment: str) -> datetime | None:
+        """The learner's due date for a chapter: their extension, else the chapter's (None: no due date)."""
+        return self.extensions.get((student, assignment), self.due.get(assignment))
 
     def configure(self, config) -> None:
         """Point nbgrader's AssignLatePenalties at the course's policy (no policy: no penalty)."""
@@ -174,9 +185,9 @@ def load_term(course_dir: str | Path, path: str | Path | None = None, submitted_
         config = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path}: not valid TOML: {err}") from None
-    unknown = set(config) - {"due", "late", "extensions"}
+    unknown = set(config) - {"due", "late", "extensions", "on_submit"}
     if unknown:
-        raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; known: due, late, extensions")
+        raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; known: due, late, extensions, on_submit")
     term.source = path
     for key, value in config.get("due", {}).items():
         term.due[find_chapter(key).assignment] = parse_time(value, f"{path}: due.{key}")
@@ -184,6 +195,8 @@ def load_term(course_dir: str | Path, path: str | Path | None = None, submitted_
         term.policy = _policy(config["late"], path)
     if "extensions" in config:
         term.extensions = read_extensions(path.parent / config["extensions"], term.due)
+    if "on_submit" in config:
+        term.on_submit = parse_on_submit(config["on_submit"], str(path))
     _keep_in(Path(course_dir), path, config.get("extensions"))
     return term
 

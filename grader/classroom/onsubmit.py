@@ -1,0 +1,248 @@
+"""Grading on submit: a learner presses Submit and reads their feedback seconds later.
+
+The hub runs this as a service (`grader serve`, deploy/jupyterhub/jupyterhub_config.py), as the
+grading user. nbgrader's exchange is the queue: every folder in `<exchange>/<course>/inbound/`
+(`student+assignment+timestamp+random`, nbgrader's name for one submission) is one entry of the
+ledger `<course dir>/on-submit/state.json` (grader.classroom.ledger), which says what became of it.
+
+A restarted service reads the ledger and the exchange again: what was being graded when it stopped
+is queued again, what it never saw is new, and nothing is lost or counted twice. Grading goes the
+same way as `grader autograde` (grader.classroom.grading.autograde_with: the sandboxed pool, the
+gradebook, the late policy of term.toml, the notes), a batch of the queue at a time on a pool kept
+warm; then nbgrader's generate_feedback and release_feedback for those learners alone, so their
+Fetch Feedback finds it. The policy is term.toml's [on_submit] (grader.classroom.submitpolicy).
+"""
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from grader.chapters import CHAPTERS, find_chapter
+from grader.classroom.grading import autograde_with
+from grader.classroom.ledger import (
+    ATTEMPTS,
+    FAILED,
+    GRADED,
+    GRADING,
+    HELD,
+    QUEUED,
+    REFUSED,
+    STATE_DIR,
+    SUPERSEDED,
+    Entry,
+    Ledger,
+    now,
+    parse_inbound,
+)
+from grader.classroom.recording import nbgrader_api
+from grader.classroom.submissions import TIMESTAMP_FILE, read_timestamp
+from grader.classroom.term import load_term
+from grader.coursedir import COURSE_ID, CourseDir
+
+
+class Service:
+    """The queue and the grading of one class; `step()` does one round (tests call it directly)."""
+
+    def __init__(self, course_dir: str | Path, exchange: str | Path, pool, timeout: int = 120,
+                 term_file: str | Path | None = None):
+        self.course_dir, self.exchange = Path(course_dir).resolve(), Path(exchange)
+        self.inbound = self.exchange / COURSE_ID / "inbound"
+        self.pool, self.timeout, self.term_file = pool, timeout, term_file
+        self.ledger = Ledger(self.course_dir)
+        with self.ledger.lock:  # what a stopped service was grading is graded again
+            for entry in self.ledger.entries.values():
+                if entry.status == GRADING:
+                    entry.status, entry.reason = QUEUED, "queued again: the grading service restarted"
+            self.ledger.save()
+        self.stopping = threading.Event()
+
+    def term(self):
+        return load_term(self.course_dir, self.term_file)
+
+    # ------------------------------------------------------------ the queue
+    def scan(self) -> list[Entry]:
+        """New inbound folders into the ledger, each admitted, held or refused by the policy."""
+        if not self.inbound.is_dir():
+            return []
+        term, added = self.term(), []
+        new = [p for p in self.inbound.iterdir() if p.is_dir() and p.name not in self.ledger.entries]
+        parsed = [(p, parse_inbound(p.name)) for p in new]
+        for path, info in sorted((x for x in parsed if x[1]), key=lambda x: x[1][2]):
+            student, assignment, when = info
+            if not (path / TIMESTAMP_FILE).is_file() and time.time() - path.stat().st_mtime < 5:
+                continue  # nbgrader is still copying it in: next round
+            entry = Entry(path.name, student, assignment, when.isoformat(), seen_at=now().isoformat())
+            with self.ledger.lock:
+                self._admit(entry, term)
+                self.ledger.entries[entry.id] = entry
+                self.ledger.save()
+            added.append(entry)
+        return added
+
+    def _admit(self, entry: Entry, term) -> None:
+        if entry.assignment not in {c.assignment for c in CHAPTERS}:
+            entry.status, entry.reason = HELD, "not a chapter of this course"
+            return
+        policy = term.submit_policy(entry.assignment)
+        due = term.due_for(entry.student, entry.assignment)
+        submitted = datetime.fromisoformat(entry.submitted_at)
+        if not policy.enabled:
+            entry.status, entry.reason = HELD, "this chapter is graded by your instructor, not on submit"
+            return
+        if due is not None and submitted > due and policy.after_due == "hold":
+            entry.status, entry.reason = HELD, "submitted after the due date: your instructor grades it"
+            return
+        earlier = [e for e in self.ledger.of(entry.student, entry.assignment) if e.status in ATTEMPTS]
+        waiting = [e for e in earlier if e.status == QUEUED]
+        done = [e for e in earlier if e.status != QUEUED]
+        used = len(done)
+        if policy.attempts is not None and used >= policy.attempts:
+            entry.status = REFUSED
+            entry.reason = (f"not graded: {policy.attempts} attempt{'s' if policy.attempts != 1 else ''} allowed "
+                            f"for this chapter, and you have used {used}")
+            return
+        if done and policy.min_seconds_between:
+            last = max(datetime.fromisoformat(e.submitted_at) for e in done)
+            ready = last.timestamp() + policy.min_seconds_between
+            if submitted.timestamp() < ready:
+                at = datetime.fromtimestamp(ready, timezone.utc).strftime("%H:%M:%S UTC")
+                entry.status = REFUSED
+                entry.reason = (f"not graded: wait {policy.min_seconds_between / 60:g} min between attempts "
+                                f"(next from {at})")
+                return
+        for old in waiting:  # one place in the queue per learner and chapter: the newest submission
+            old.status, old.reason = SUPERSEDED, "replaced in the queue by a newer submission"
+        entry.status = QUEUED
+
+    # ------------------------------------------------------------ grading
+    def step(self) -> list[Entry]:
+        """Scan, then grade what is queued (a batch per chapter and feedback kind); the entries graded."""
+        self.scan()
+        queued = [e for e in self.ledger.of() if e.status == QUEUED]
+        if not queued:
+            return []
+        term = self.term()
+        batches: dict[tuple[str, bool], list[Entry]] = {}
+        for entry in sorted(queued, key=lambda e: e.submitted_at):
+            due = term.due_for(entry.student, entry.assignment)
+            early = due is None or datetime.fromisoformat(entry.submitted_at) <= due
+            score_only = early and term.submit_policy(entry.assignment).feedback_before_due == "score"
+            batches.setdefault((entry.assignment, score_only), []).append(entry)
+        graded = []
+        for (assignment, score_only), entries in batches.items():
+            graded += self._grade(assignment, entries, term, score_only)
+        return graded
+
+    def _grade(self, assignment: str, entries: list[Entry], term, score_only: bool, release: bool = True):
+        chapter = find_chapter(assignment)
+        work = self.course_dir / STATE_DIR / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        with self.ledger.lock:
+            for entry in entries:
+                entry.status, entry.reason = GRADING, ""
+                self.ledger.save()
+                # What `nbgrader collect --student` does (timestamp and submission secret with it, which
+                # release_feedback needs), and a copy to grade from (grading stages the repaired notebook).
+                collected = self.course_dir / "submitted" / entry.student / assignment
+                shutil.rmtree(collected, ignore_errors=True)
+                shutil.copytree(self.inbound / entry.id, collected)
+                shutil.copytree(self.inbound / entry.id, work / entry.student / assignment)
+        try:
+            _, results = autograde_with(self.pool, work, self.course_dir, timeout=self.timeout, chapters=[chapter],
+                                        progress=False, term=term, feedback_for=[e.student for e in entries],
+                                        score_only=score_only)
+        except Exception as err:  # noqa: BLE001 - recorded for these learners; the service goes on
+            with self.ledger.lock:
+                for entry in entries:
+                    entry.status, entry.reason = FAILED, f"the grader failed: {type(err).__name__}: {err}"[:500]
+                self.ledger.save()
+            return entries
+        by_student = {r["student"]: r for r in results}
+        api = nbgrader_api(CourseDir(self.course_dir, [chapter], timeout=self.timeout), exchange=self.exchange)
+        for entry in entries:
+            self._record(entry, by_student.get(entry.student), chapter, api if release else None, score_only)
+        if release:
+            self._keep_best(chapter, entries, term)
+        return entries
+
+    def _record(self, entry: Entry, result: dict | None, chapter, api, score_only: bool) -> None:
+        """The automatic part of the score (written answers are graded by hand later), less the late
+        penalty nbgrader recorded for it (grader.classroom.term)."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        with Gradebook(CourseDir(self.course_dir, [chapter], timeout=self.timeout).db_url) as gb:
+            try:
+                penalty = float(gb.find_submission(chapter.assignment, entry.student).late_submission_penalty or 0.0)
+            except MissingEntry:
+                penalty = 0.0
+        result = result or {"error": "no result for this submission", "score": 0.0, "max_score": None, "tests": {}}
+        error = result.get("error") or ""
+        with self.ledger.lock:
+            entry.raw_score, entry.penalty, entry.max_score = result["score"], penalty, result["max_score"]
+            entry.score = max(0.0, result["score"] - penalty)
+            entry.checks = [{"name": name, **test} for name, test in result.get("tests", {}).items()]
+            entry.score_only, entry.graded_at = score_only, now().isoformat()
+            entry.status, entry.reason = (FAILED, error.splitlines()[0][:500]) if error else (GRADED, "")
+            if api is not None:
+                self._release(entry, chapter, api)
+            self.ledger.save()
+
+    def _release(self, entry: Entry, chapter, api) -> None:
+        """nbgrader's release_feedback for this learner, and a copy the service's page links to."""
+        html = self.course_dir / "feedback" / entry.student / chapter.assignment / f"{chapter.name}.html"
+        if not html.is_file():
+            return
+        kept = self.course_dir / STATE_DIR / "feedback" / entry.key / html.name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(html, kept)
+        entry.feedback = html.name
+        outcome = api.release_feedback(chapter.assignment, entry.student)
+        if not outcome.get("success"):
+            entry.reason = "feedback not released: " + (outcome.get("error") or "")[-300:]
+
+    def _keep_best(self, chapter, entries: list[Entry], term) -> None:
+        """With counts = "best", the gradebook holds each learner's best attempt: when the one just
+        graded is worse, the best is graded again (no feedback: the learner has it already)."""
+        policy = term.submit_policy(chapter.assignment)
+        again = []
+        for entry in entries:
+            attempts = [e for e in self.ledger.of(entry.student, chapter.assignment) if e.status == GRADED]
+            if not attempts:
+                continue
+            best = max(attempts, key=lambda e: (e.score or 0.0, e.submitted_at)) if policy.counts == "best" else entry
+            with self.ledger.lock:
+                for e in attempts:
+                    e.counted = e is best
+            if best is not entry and best.status == GRADED and (best.score or 0) > (entry.score or 0):
+                again.append(best)
+        if again:
+            kept = {e.id: (e.status, e.feedback, e.graded_at) for e in again}
+            self._grade(chapter.assignment, again, term, score_only=False, release=False)
+            with self.ledger.lock:
+                for e in again:
+                    e.status, e.feedback, e.graded_at = kept[e.id]
+                    e.counted = True
+                self.ledger.save()
+
+    def serve(self, poll: float = 1.0) -> None:
+        """Grade until stopped (stop()); a round that fails is logged and the next one goes on."""
+        while not self.stopping.is_set():
+            try:
+                graded = self.step()
+            except Exception as err:  # noqa: BLE001 - the service outlives one bad round; the ledger keeps state
+                print(f"grading service: {type(err).__name__}: {err}", flush=True)
+                graded = []
+            if not graded:
+                self.stopping.wait(poll)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+def submitted_time(folder: Path) -> datetime | None:
+    """The time nbgrader wrote into a submission's timestamp.txt (None: none there)."""
+    path = folder / TIMESTAMP_FILE
+    return read_timestamp(path) if path.is_file() else None

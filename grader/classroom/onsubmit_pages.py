@@ -1,0 +1,86 @@
+"""The grading service's pages, as HTML strings from the ledger (grader.classroom.onsubmit): what a
+learner sees of their own submissions, and the instructor's view of the class. No web framework
+here, so `make test` checks them without a hub; grader.classroom.onsubmit_web serves them."""
+from __future__ import annotations
+
+from datetime import datetime
+from html import escape
+
+from grader.chapters import CHAPTERS
+from grader.classroom.ledger import FAILED, GRADED, GRADING, QUEUED, Entry, Ledger
+
+STYLE = """<style>
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: .35em .6em; }
+th { background: #f3f3f3; text-align: left; } .graded { color: #176b2c; } .failed, .refused { color: #a4161a; }
+.queued, .grading { color: #8a5a00; } .held, .superseded { color: #666; } .check { font-size: .9em; color: #a4161a; }
+</style>"""
+
+
+def _when(iso: str | None) -> str:
+    return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M:%S UTC") if iso else ""
+
+
+def _score(entry: Entry) -> str:
+    if entry.status not in (GRADED, FAILED) or entry.score is None:
+        return ""
+    text = f"{entry.score:g} / {entry.max_score or 0:g}"
+    if entry.penalty:
+        text += f" (raw {entry.raw_score:g}, late penalty −{entry.penalty:g})"
+    return text + (" · counts" if entry.counted else "")
+
+
+def _checks(entry: Entry) -> str:
+    if entry.status != GRADED or entry.score_only:
+        return "scores only until the due date" if entry.status == GRADED else ""
+    wrong = [c for c in entry.checks if c.get("score", 0) < c.get("max_score", 0)]
+    found = "".join(f'<div class="check">{escape(c["name"].removeprefix("test_"))}: {c["score"]:g} / '
+                    f'{c["max_score"]:g} — {escape((c.get("error") or "")[:400])}</div>' for c in wrong)
+    return found or "all checks pass"
+
+
+def page(title: str, body: str) -> str:
+    return f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>{STYLE}</head>" \
+           f"<body>{body}</body></html>"
+
+
+def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = False) -> str:
+    """The learner's own submissions of each chapter, newest first; nobody else's."""
+    rows = []
+    for entry in ledger.of(student=student):
+        link = (f'<a href="{base}feedback/{entry.key}">feedback</a>' if entry.feedback else "")
+        rows.append(f"<tr><td>{escape(entry.assignment)}</td><td>{_when(entry.submitted_at)}</td>"
+                    f'<td class="{entry.status}">{entry.status}</td><td>{escape(_score(entry))}</td>'
+                    f"<td>{escape(entry.reason)}{_checks(entry)}</td><td>{link}</td></tr>")
+    table = ("<table><tr><th>chapter</th><th>submitted</th><th>status</th><th>score (after late penalty)</th>"
+             "<th>what the checks found</th><th></th></tr>" + "".join(rows) + "</table>") if rows else \
+        "<p>No submissions yet. Submit a chapter from the Assignments panel; it appears here within seconds.</p>"
+    more = f'<p><a href="{base}class">The class</a></p>' if instructor else ""
+    return page("Your submissions", f"<h1>Your submissions, {escape(student)}</h1>{table}"
+                "<p>Your feedback also arrives through Fetch Feedback in the Assignments panel.</p>" + more)
+
+
+def class_page(ledger: Ledger) -> str:
+    """The instructor's view: the queue, each learner's counted score per chapter, failures."""
+    entries = ledger.of()
+    waiting = [e for e in entries if e.status in (QUEUED, GRADING)]
+    students = sorted({e.student for e in entries})
+    chapters = [c.assignment for c in CHAPTERS if any(e.assignment == c.assignment for e in entries)]
+    head = "".join(f"<th>{escape(a)}</th>" for a in chapters)
+    rows = []
+    for student in students:
+        cells = []
+        for assignment in chapters:
+            mine = ledger.of(student, assignment)
+            counted = next((e for e in mine if e.counted), None)
+            latest = mine[0] if mine else None
+            text = _score(counted) if counted else (latest.status if latest else "")
+            cells.append(f"<td>{escape(text)} <small>({len(mine)} submitted)</small></td>" if mine else "<td></td>")
+        rows.append(f"<tr><td>{escape(student)}</td>{''.join(cells)}</tr>")
+    failures = "".join(f"<li>{escape(e.student)} · {escape(e.assignment)} · {_when(e.submitted_at)}: "
+                       f'<span class="{e.status}">{e.status}</span> {escape(e.reason)}</li>'
+                       for e in entries if e.status in (FAILED, "refused"))
+    return page("The class", f"<h1>The class</h1><p>Queue: {len(waiting)} waiting "
+                f"({sum(e.status == GRADING for e in waiting)} grading now).</p>"
+                f"<table><tr><th>learner</th>{head}</tr>{''.join(rows)}</table>"
+                f"<h2>Failed or refused</h2><ul>{failures or '<li>none</li>'}</ul>")

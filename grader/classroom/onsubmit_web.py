@@ -1,0 +1,98 @@
+"""`grader serve`: the grading service the hub runs (deploy/jupyterhub/jupyterhub_config.py).
+
+A thread grades (grader.classroom.onsubmit.Service.serve); tornado serves the pages under the hub's
+prefix `/services/<name>/`, each request logged in through the hub (OAuth: jupyterhub.services.auth).
+A learner gets their own rows and feedback only; the instructors named on the command line get the
+class page and anyone's feedback.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from urllib.parse import urlparse
+
+from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
+from jupyterhub.utils import url_path_join
+from tornado import ioloop, web
+
+from grader.classroom.ledger import STATE_DIR
+from grader.classroom.onsubmit_pages import class_page, learner_page
+
+
+class Page(HubOAuthenticated, web.RequestHandler):
+    def initialize(self, service, instructors: set[str], hub_auth: HubOAuth):  # service: onsubmit.Service
+        self.service, self.instructors, self.hub_auth = service, instructors, hub_auth
+
+    @property
+    def name(self) -> str:
+        return self.current_user["name"]
+
+    @property
+    def instructor(self) -> bool:
+        return self.name in self.instructors
+
+    @property
+    def base(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
+
+
+class Mine(Page):
+    @web.authenticated
+    def get(self):
+        self.write(learner_page(self.service.ledger, self.name, self.base, self.instructor))
+
+
+class MineJSON(Page):
+    @web.authenticated
+    def get(self):
+        from dataclasses import asdict
+
+        rows = [{**asdict(e), "key": e.key} for e in self.service.ledger.of(student=self.name)]
+        self.set_header("Content-Type", "application/json")
+        self.write(json.dumps(rows))
+
+
+class Feedback(Page):
+    @web.authenticated
+    def get(self, key: str):
+        entry = next((e for e in self.service.ledger.of() if e.key == key), None)
+        if entry is None or entry.feedback is None or (entry.student != self.name and not self.instructor):
+            raise web.HTTPError(404)  # another learner's feedback does not exist, as far as this learner knows
+        path = self.service.course_dir / STATE_DIR / "feedback" / entry.key / entry.feedback
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.write(path.read_bytes())
+
+
+class ClassView(Page):
+    @web.authenticated
+    def get(self):
+        if not self.instructor:
+            raise web.HTTPError(403, "the class page is for the instructors")
+        self.write(class_page(self.service.ledger))
+
+
+def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = None) -> None:
+    """Grade in a thread, serve the pages here, until interrupted."""
+    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
+    if port is None:
+        port = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101")).port
+    auth = HubOAuth(api_token=os.environ["JUPYTERHUB_API_TOKEN"], cache_max_age=60)
+    options = {"service": service, "instructors": instructors, "hub_auth": auth}
+    app = web.Application([
+        (prefix, Mine, options),
+        (url_path_join(prefix, "api/mine"), MineJSON, options),
+        (url_path_join(prefix, r"feedback/([0-9a-f]{16})"), Feedback, options),
+        (url_path_join(prefix, "class"), ClassView, options),
+        (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
+    ], cookie_secret=os.urandom(32), login_url=auth.login_url)
+    app.listen(port, "127.0.0.1")
+    worker = threading.Thread(target=service.serve, args=(poll,), daemon=True, name="grading")
+    worker.start()
+    print(f"grading service: {service.course_dir}, exchange {service.exchange}, on port {port} at {prefix}",
+          flush=True)
+    try:
+        ioloop.IOLoop.current().start()
+    finally:
+        service.stop()
+        worker.join(timeout=60)

@@ -1,0 +1,84 @@
+"""The instructor's policy for grading on submit: the `[on_submit]` table of term.toml.
+
+    [on_submit]
+    chapters = ["02", "03"]          # or "all"; a chapter left out is graded by the instructor's batch only
+    attempts = 3                     # graded attempts per learner and chapter (default: no limit)
+    counts = "best"                  # which attempt the gradebook keeps: "last" (default) or "best"
+    min_minutes_between = 2          # a submission sooner than this after the last graded one is refused
+    feedback_before_due = "checks"   # "checks": each check and its message; "score": the scores only
+    after_due = "grade"              # "grade": graded at once, the late policy applied; "hold": left for
+                                     # the instructor's batch
+    [on_submit.chapter."02"]         # any key above, for one chapter
+    attempts = 5
+
+grader.classroom.onsubmit applies it; grader.classroom.term reads it with the rest of the file, so a
+bad table stops `grader autograde` and the service before they grade anything.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from grader.chapters import CHAPTERS, find_chapter
+
+COUNTS = ("last", "best")
+FEEDBACK = ("checks", "score")
+AFTER_DUE = ("grade", "hold")
+KEYS = {"chapters", "attempts", "counts", "min_minutes_between", "feedback_before_due", "after_due", "chapter"}
+
+
+@dataclass(frozen=True)
+class SubmitPolicy:
+    enabled: bool = False
+    attempts: int | None = None  # None: no limit
+    counts: str = "last"
+    min_seconds_between: float = 0.0
+    feedback_before_due: str = "checks"
+    after_due: str = "grade"
+
+
+def _settings(table: dict, where: str, base: SubmitPolicy) -> SubmitPolicy:
+    changes = {}
+    if "attempts" in table:
+        value = table["attempts"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{where}.attempts: {value!r} is not a whole number of attempts, 1 or more")
+        changes["attempts"] = value
+    if "min_minutes_between" in table:
+        value = table["min_minutes_between"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"{where}.min_minutes_between: {value!r} is not a number of minutes, 0 or more")
+        changes["min_seconds_between"] = float(value) * 60
+    for key, allowed in (("counts", COUNTS), ("feedback_before_due", FEEDBACK), ("after_due", AFTER_DUE)):
+        if key in table:
+            if table[key] not in allowed:
+                raise ValueError(f"{where}.{key}: {table[key]!r}; choose one of {', '.join(map(repr, allowed))}")
+            changes[key] = table[key]
+    return replace(base, **changes)
+
+
+def parse_on_submit(table: dict, where: str) -> dict[str, SubmitPolicy]:
+    """assignment -> its policy, for every chapter (off where the table does not switch it on)."""
+    if not isinstance(table, dict):
+        raise ValueError(f"{where}: on_submit must be a table ([on_submit])")
+    unknown = set(table) - KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {sorted(unknown)} in [on_submit]; known: {', '.join(sorted(KEYS))}")
+    chosen = table.get("chapters", [])
+    if chosen == "all":
+        enabled = {c.assignment for c in CHAPTERS}
+    elif isinstance(chosen, list):
+        enabled = {find_chapter(str(key)).assignment for key in chosen}
+    else:
+        raise ValueError(f"{where}: on_submit.chapters is a list of chapters or \"all\", not {chosen!r}")
+    base = _settings(table, f"{where}: on_submit", SubmitPolicy())
+    policies = {c.assignment: replace(base, enabled=c.assignment in enabled) for c in CHAPTERS}
+    overrides = table.get("chapter", {})
+    if not isinstance(overrides, dict):
+        raise ValueError(f"{where}: on_submit.chapter holds one table per chapter ([on_submit.chapter.\"02\"])")
+    for key, sub in overrides.items():
+        assignment = find_chapter(str(key)).assignment
+        if not isinstance(sub, dict) or set(sub) - (KEYS - {"chapters", "chapter"}):
+            raise ValueError(f"{where}: on_submit.chapter.{key} takes attempts, counts, min_minutes_between, "
+                             "feedback_before_due, after_due")
+        policies[assignment] = _settings(sub, f"{where}: on_submit.chapter.{key}", policies[assignment])
+    return policies

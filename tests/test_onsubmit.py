@@ -1,0 +1,175 @@
+"""Grading on submit (grader.classroom.onsubmit), without a hub: submissions written into nbgrader's
+exchange as `nbgrader submit` writes them, the service's rounds run in the test. The hub, the pages
+and Chromium: tests/test_hub.py."""
+import json
+import os
+import secrets
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+from nbgrader.utils import notebook_hash
+
+from grader.authoring import samples
+from grader.boundary.confine import Limits
+from grader.boundary.pool import Pool
+from grader.boundary.specs import exercises
+from grader.chapters import find_chapter
+from grader.classroom.ledger import GRADED, GRADING, QUEUED, REFUSED, SUPERSEDED, Ledger, parse_inbound
+from grader.classroom.onsubmit import Service
+from grader.classroom.submitpolicy import parse_on_submit
+from grader.coursedir import COURSE_ID
+
+CHAPTER = find_chapter("02")
+TOTAL = sum(ex.points for ex in exercises(CHAPTER.name).values())
+
+
+def submit(exchange: Path, student: str, nb, when: datetime | None = None) -> Path:
+    """One submission, as nbgrader submit leaves it in the exchange's inbound folder."""
+    when = when or datetime.now(timezone.utc)
+    stamp = when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    folder = exchange / COURSE_ID / "inbound" / f"{student}+{CHAPTER.assignment}+{stamp}+{secrets.token_urlsafe(9)}"
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / CHAPTER.notebook_name)
+    (folder / "timestamp.txt").write_text(stamp)
+    (folder / "submission_secret.txt").write_text(secrets.token_hex(16))
+    return folder
+
+
+def released_feedback(exchange: Path, folder: Path) -> Path:
+    secret = (folder / "submission_secret.txt").read_text()
+    return exchange / COURSE_ID / "feedback" / f"{notebook_hash(secret=secret, notebook_id=CHAPTER.name)}.html"
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with Pool(jobs=2, timeout=120, limits=Limits()) as running:
+        running.start()
+        yield running
+
+
+def course(tmp_path: Path, policy: str, due: str = "") -> tuple[Path, Path]:
+    root, exchange = tmp_path / "course", tmp_path / "exchange"
+    (exchange / COURSE_ID / "inbound").mkdir(parents=True)
+    (exchange / COURSE_ID / "feedback").mkdir(parents=True)
+    root.mkdir()
+    (root / "term.toml").write_text(f"{due}\n[on_submit]\nchapters = [\"02\"]\n{policy}\n")
+    return root, exchange
+
+
+def gradebook_score(root: Path, student: str) -> float:
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        return gb.find_submission(CHAPTER.assignment, student).score
+
+
+def test_attempts_feedback_best_and_the_limit(tmp_path, pool):
+    root, exchange = course(tmp_path, 'attempts = 3\ncounts = "best"')
+    service = Service(root, exchange, pool)
+    wrong = samples.wrong_variants(CHAPTER)[0]
+    first = submit(exchange, "ada", samples.partly_wrong(CHAPTER, mistakes=1))
+    [entry] = service.step()
+    assert entry.status == GRADED and 0 < entry.score < TOTAL, entry
+    failing = [c for c in entry.checks if c["score"] < c["max_score"]]
+    assert [c["name"] for c in failing] == [f"test_{wrong.exercise}"] and failing[0]["error"]
+    assert released_feedback(exchange, first).is_file()  # what Fetch Feedback finds, for this submission
+    assert (root / "on-submit" / "feedback" / entry.key / f"{CHAPTER.name}.html").is_file()
+
+    second = submit(exchange, "ada", samples.reference(CHAPTER))
+    [entry] = service.step()
+    assert entry.score == TOTAL and gradebook_score(root, "ada") == TOTAL
+    assert released_feedback(exchange, second).is_file()
+
+    submit(exchange, "ada", samples.released(CHAPTER))  # a worse third attempt: "best" keeps the second
+    [entry] = service.step()
+    assert entry.score == 0 and not entry.counted
+    assert gradebook_score(root, "ada") == TOTAL
+    assert [e.counted for e in service.ledger.of("ada")] == [False, True, False]
+
+    submit(exchange, "ada", samples.reference(CHAPTER))  # past the limit
+    assert service.step() == []
+    newest = service.ledger.of("ada")[0]
+    assert newest.status == REFUSED and "3 attempts allowed" in newest.reason
+
+
+def test_a_burst_is_one_queue_entry_and_a_restart_loses_nothing(tmp_path, pool):
+    root, exchange = course(tmp_path, "")
+    start = datetime.now(timezone.utc)
+    for i in range(5):  # five submissions before the service looks: the newest is graded
+        submit(exchange, "ben", samples.partly_wrong(CHAPTER, mistakes=1) if i < 4 else samples.reference(CHAPTER),
+               start + timedelta(seconds=i))
+    service = Service(root, exchange, pool)
+    service.scan()
+    statuses = [e.status for e in service.ledger.of("ben")]
+    assert statuses == [QUEUED] + [SUPERSEDED] * 4
+    # The service stops mid-grading: the ledger says "grading"; a new service queues it again.
+    newest = service.ledger.of("ben")[0]
+    newest.status = GRADING
+    service.ledger.save()
+    restarted = Service(root, exchange, pool)
+    assert restarted.ledger.of("ben")[0].status == QUEUED
+    [entry] = restarted.step()
+    assert entry.status == GRADED and entry.score == TOTAL
+    assert restarted.step() == []  # graded once
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        assert len(gb.find_assignment(CHAPTER.assignment).submissions) == 1
+
+
+def test_min_time_between_attempts_and_score_only_before_the_due_date(tmp_path, pool):
+    due = (datetime.now(timezone.utc) + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    root, exchange = course(tmp_path, 'min_minutes_between = 5\nfeedback_before_due = "score"',
+                            due=f'[due]\n"02" = {due}')
+    service = Service(root, exchange, pool)
+    submit(exchange, "cy", samples.partly_wrong(CHAPTER, mistakes=1))
+    [entry] = service.step()
+    assert entry.score_only
+    html = (root / "on-submit" / "feedback" / entry.key / f"{CHAPTER.name}.html").read_text()
+    assert "shown after the due date" in html and "FAIL" not in html
+    submit(exchange, "cy", samples.reference(CHAPTER))
+    assert service.step() == []
+    newest = service.ledger.of("cy")[0]
+    assert newest.status == REFUSED and "5 min between attempts" in newest.reason
+
+
+def test_policy_errors_name_the_key():
+    with pytest.raises(ValueError, match="on_submit.attempts: 0"):
+        parse_on_submit({"chapters": ["02"], "attempts": 0}, "term.toml")
+    with pytest.raises(ValueError, match="counts: 'first'"):
+        parse_on_submit({"chapters": "all", "counts": "first"}, "term.toml")
+    with pytest.raises(ValueError, match="unknown key"):
+        parse_on_submit({"attempt": 3}, "term.toml")
+    policies = parse_on_submit({"chapters": ["02"], "attempts": 2, "chapter": {"02": {"attempts": 5}}}, "t")
+    assert policies["02_self_attention"].attempts == 5 and policies["02_self_attention"].enabled
+    assert not policies["03_positional_encoding"].enabled
+
+
+def test_inbound_names():
+    assert parse_inbound("ada+02_self_attention+2026-11-25 10:00:00.000000 UTC+abc")[:2] == ("ada", "02_self_attention")
+    assert parse_inbound("nonsense") is None
+    assert parse_inbound("ada+02+not a time+x") is None
+
+
+def test_the_ledger_survives_a_torn_write(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.save()
+    assert json.loads((tmp_path / "on-submit" / "state.json").read_text()) == {"entries": []}
+    assert not (tmp_path / "on-submit" / "state.tmp").exists() and os.path.isdir(tmp_path / "on-submit")
+
+
+def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path, pool):
+    from grader.classroom.onsubmit_pages import class_page, learner_page
+
+    root, exchange = course(tmp_path, "")
+    service = Service(root, exchange, pool)
+    submit(exchange, "ada", samples.partly_wrong(CHAPTER, mistakes=1))
+    submit(exchange, "ben", samples.reference(CHAPTER))
+    service.step()
+    wrong = samples.wrong_variants(CHAPTER)[0].exercise
+    mine = learner_page(service.ledger, "ada", "/services/grading/")
+    [ada] = service.ledger.of("ada")
+    assert "Your submissions, ada" in mine and f"{ada.score:g} / {TOTAL:g}" in mine and wrong in mine
+    assert f"/services/grading/feedback/{ada.key}" in mine
+    assert "ben" not in mine and service.ledger.of("ben")[0].key not in mine
+    overview = class_page(service.ledger)
+    assert "Queue: 0 waiting" in overview and "ada" in overview and "ben" in overview
