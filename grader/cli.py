@@ -103,6 +103,7 @@ def cmd_autograde(args) -> int:
 def cmd_serve(args) -> int:
     from grader.classroom.term import load_term  # lazy: start-up
 
+    Path(args.course_dir).mkdir(parents=True, exist_ok=True)
     load_term(args.course_dir)  # a bad term.toml stops the service before it grades anything
     forkserver.start()
     from grader.classroom.grading import _pool  # lazy: start-up

@@ -402,3 +402,119 @@ def test_a_class_on_the_hub(hub, browser):
     assert seen and {a["student_id"] for a in seen} == {"learner2"}, seen
     assert "learner1" not in json.dumps(listing["value"])
     print(f"the class on the hub took {time.monotonic() - started:.0f} s (after the hub started)")
+
+
+ON_SUBMIT = find_chapter("03")  # chapter 02 is the instructor's batch above; 03 is graded on submit
+SERVICE = "/services/grading/"
+
+
+def login(page: Page, hub: Hub, user: str) -> None:
+    page.send("Page.navigate", url=f"{hub.url}/hub/login")
+    wait_for(lambda: page.js("!!document.querySelector('#username_input')"), 60, "the hub's login page")
+    page.js(f"document.querySelector('#username_input').value = '{user}';"
+            f"document.querySelector('#password_input').value = '{hub.password}';"
+            "document.querySelector('#login_submit').click()")
+    wait_for(lambda: page.js("!!(window.jupyterapp && window.jupyterapp.commands)"), 180, f"{user}'s JupyterLab")
+
+
+def ledger_rows(hub: Hub, student: str) -> list[dict]:
+    path = hub.course / "on-submit" / "state.json"
+    rows = json.loads(path.read_text())["entries"] if path.is_file() else []
+    return sorted((r for r in rows if r["student"] == student and r["assignment"] == ON_SUBMIT.assignment),
+                  key=lambda r: r["submitted_at"])
+
+
+def submit_and_wait(hub: Hub, user: str, token: str, nb, status: str, timeout: float = 120) -> tuple[dict, float]:
+    """Save, press Submit (the panel's endpoint), wait for the service's verdict; seconds it took."""
+    body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(nb))}
+    hub.api("PUT", f"/user/{user}/api/contents/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name}", token, body)
+    before = len(ledger_rows(hub, user))
+    start = time.monotonic()
+    query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": ON_SUBMIT.assignment})
+    assert hub.api("POST", f"/user/{user}/assignments/submit?{query}", token, body=b"")["success"]
+    wait_for(lambda: len(ledger_rows(hub, user)) > before and ledger_rows(hub, user)[-1]["status"] == status,
+             timeout, f"{user}'s submission to be {status}")
+    return ledger_rows(hub, user)[-1], time.monotonic() - start
+
+
+@pytest.mark.integration
+def test_graded_on_submit(hub, browser):
+    """The service grades each submission as it arrives (term.toml's [on_submit]), feedback comes back
+    through Fetch Feedback, each learner's page shows their own rows; killed mid-grading, it restarts
+    and loses nothing."""
+    points = {name: ex.points for name, ex in exercises(ON_SUBMIT.name).items()}
+    total = sum(points.values())
+    wrong = samples.wrong_variants(ON_SUBMIT)[0].exercise
+    (hub.course / "term.toml").write_text(f'[on_submit]\nchapters = ["{ON_SUBMIT.number}"]\nattempts = 2\n'
+                                          'counts = "best"\n')
+    tokens = {user: hub.token(user) for user in ("instructor", *LEARNERS)}
+    hub.start("instructor", tokens["instructor"])
+    hub.instructor(tokens["instructor"], f"grader release {ON_SUBMIT.number} --course-dir {hub.course}")
+    reply = hub.api("POST", f"/user/instructor/formgrader/api/assignment/{ON_SUBMIT.assignment}/release",
+                    tokens["instructor"], body=b"")
+    assert reply.get("success"), reply
+    for user in LEARNERS:
+        hub.start(user, tokens[user])
+        query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": ON_SUBMIT.assignment})
+        assert hub.api("POST", f"/user/{user}/assignments/fetch?{query}", tokens[user], body=b"")["success"]
+
+    # Learner 1: one mistake. No instructor acts; the feedback comes back through Fetch Feedback.
+    first, seconds = submit_and_wait(hub, "learner1", tokens["learner1"],
+                                     samples.partly_wrong(ON_SUBMIT, mistakes=1), "graded")
+    assert 0 < first["score"] < total, first
+    query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": ON_SUBMIT.assignment})
+    hub.api("POST", f"/user/learner1/assignments/fetch_feedback?{query}", tokens["learner1"], body=b"")
+    feedback = sorted((hub.home("learner1") / ON_SUBMIT.assignment / "feedback").glob("*/*.html"))
+    assert feedback, "Fetch Feedback found nothing"
+    print(f"learner1: Submit to graded in {seconds:.1f} s")
+    # The learner's page, in Chromium behind the hub's login: the score and the mistake's check message.
+    page = browser
+    if "/user/learner1/" not in (page.js("location.pathname") or ""):
+        login(page, hub, "learner1")
+    page.send("Page.navigate", url=f"{hub.url}{SERVICE}")
+    wait_for(lambda: "Your submissions, learner1" in page.js("document.body ? document.body.innerText : ''"), 60,
+             "the grading service's page")
+    text = " ".join(page.js("document.body.innerText").split())
+    check = next(c for c in first["checks"] if c["name"] == f"test_{wrong}")
+    message = " ".join(check["error"].split())[:60]  # the check that failed, and what it said
+    assert f"{first['score']:g} / {total:g}" in text and wrong in text and message in text, text
+    page.screenshot(SHOTS / "5-graded-on-submit.png")
+
+    # Fixed: full marks, and "best" keeps them; a third attempt is refused, with the reason on the page.
+    second, _ = submit_and_wait(hub, "learner1", tokens["learner1"], samples.reference(ON_SUBMIT), "graded")
+    assert second["score"] == total
+    third, _ = submit_and_wait(hub, "learner1", tokens["learner1"], samples.released(ON_SUBMIT), "refused")
+    assert "2 attempts allowed" in third["reason"]
+    page.send("Page.navigate", url=f"{hub.url}{SERVICE}")
+    wait_for(lambda: "2 attempts allowed" in page.js("document.body ? document.body.innerText : ''"), 60,
+             "the refusal on the page")
+
+    # Learner 2: the service is killed while it grades; the hub restarts it; graded once, nothing lost.
+    body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(samples.reference(ON_SUBMIT)))}
+    hub.api("PUT", f"/user/learner2/api/contents/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name}",
+            tokens["learner2"], body)
+    assert hub.api("POST", f"/user/learner2/assignments/submit?{query}", tokens["learner2"], body=b"")["success"]
+    wait_for(lambda: [r["status"] for r in ledger_rows(hub, "learner2")] == ["grading"], 60, "learner2 being graded")
+    pid = int((hub.course / "on-submit" / "service.pid").read_text())
+    os.kill(pid, 9)
+    wait_for(lambda: [r["status"] for r in ledger_rows(hub, "learner2")] == ["graded"], 180,
+             "the restarted service to grade learner2")
+    assert int((hub.course / "on-submit" / "service.pid").read_text()) != pid
+    with Gradebook(f"sqlite:///{hub.course / 'gradebook.db'}") as gb:
+        subs = {s.student.id: s.score for s in gb.find_assignment(ON_SUBMIT.assignment).submissions}
+    assert subs == {"learner1": pytest.approx(total), "learner2": pytest.approx(total)}, subs
+    assert [r["status"] for r in ledger_rows(hub, "learner2")] == ["graded"]  # one entry, graded once
+
+    # Learner 2 sees neither learner 1's rows nor their feedback.
+    mine = json.loads(hub.api("GET", f"{SERVICE}api/mine", tokens["learner2"], raw=True))
+    assert {r["student"] for r in mine} == {"learner2"}
+    with pytest.raises(urllib.error.HTTPError, match="404"):
+        hub.api("GET", f"{SERVICE}feedback/{ledger_key(first)}", tokens["learner2"], raw=True)
+    own = hub.api("GET", f"{SERVICE}feedback/{ledger_key(first)}", tokens["learner1"], raw=True)
+    assert b"Score" in own
+
+
+def ledger_key(row: dict) -> str:
+    import hashlib
+
+    return hashlib.sha256(row["id"].encode()).hexdigest()[:16]

@@ -16,6 +16,11 @@ Every setting a class changes comes from an environment variable, so the file it
   COURSE_EXCHANGE_ROOT    nbgrader's exchange (default /srv/nbgrader/exchange; read by nbgrader_config.py)
   COURSE_DIRECTORY        the instructor's nbgrader course directory (default ~instructor/course)
   COURSE_SERVER_ARGS      extra command-line options for every single-user server
+  COURSE_GRADING_SERVICE  on (default) or off: the grading service, `grader serve`, which grades each
+                          submission of a chapter that term.toml's [on_submit] switches on, as it
+                          arrives, and serves /services/grading/ (README: Grading on submit)
+  COURSE_GRADING_USER     the unix user the service runs as (default: the instructor, who owns the
+                          course directory; with the simple spawner, the hub's own user)
 
 A real class adds isolation this file does not: PAM or an OAuth/LTI authenticator (LTI from the
 LMS), and each learner's server as a separate unix user (`local`) or in a container
@@ -123,3 +128,22 @@ c.Spawner.environment["COURSE_DIRECTORY"] = lambda spawner: (
 c.Spawner.args = shlex.split(env("COURSE_SERVER_ARGS", ""))  # more options for every learner's server
 if os.getuid() == 0:
     c.Spawner.args.append("--allow-root")  # the simple spawner runs every server as the hub's user
+
+# Grading on submit: a hub-managed service (restarted by the hub if it dies) that watches the exchange's
+# inbound folder and grades what term.toml's [on_submit] asks for; its pages sit under /services/grading/,
+# behind the hub's login. Every user may open them; each learner sees their own rows only.
+if env("COURSE_GRADING_SERVICE", "on") != "off":
+    course_path = course_dir or str(instructor_home / "course")
+    service = {
+        "name": "grading",
+        "url": f"http://127.0.0.1:{free_port()}",
+        "command": [str(BIN / "grader"), "serve", "--course-dir", course_path, "--exchange", exchange,
+                    "--instructor", instructor],
+        "oauth_no_confirm": True,
+        "environment": {"PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}", "MPLBACKEND": "Agg",
+                        "COURSE_EXCHANGE_ROOT": exchange},
+    }
+    if env("COURSE_HUB_SPAWNER", "local") != "simple":
+        service["user"] = env("COURSE_GRADING_USER", instructor)
+    c.JupyterHub.services = [service]
+    c.JupyterHub.load_roles = [{"name": "user", "scopes": ["self", "access:services!service=grading"]}]

@@ -27,7 +27,7 @@ def _score(entry: Entry) -> str:
     text = f"{entry.score:g} / {entry.max_score or 0:g}"
     if entry.penalty:
         text += f" (raw {entry.raw_score:g}, late penalty −{entry.penalty:g})"
-    return text + (" · counts" if entry.counted else "")
+    return text + (" · your grade" if entry.counted else "")
 
 
 def _checks(entry: Entry) -> str:

@@ -37,6 +37,13 @@ class Page(HubOAuthenticated, web.RequestHandler):
         return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
 
 
+class Callback(HubOAuthCallbackHandler):
+    """The hub's OAuth callback, with the same HubOAuth as the pages (it holds the login's PKCE state)."""
+
+    def initialize(self, hub_auth: HubOAuth):
+        self.hub_auth = hub_auth
+
+
 class Mine(Page):
     @web.authenticated
     def get(self):
@@ -84,11 +91,14 @@ def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = 
         (url_path_join(prefix, "api/mine"), MineJSON, options),
         (url_path_join(prefix, r"feedback/([0-9a-f]{16})"), Feedback, options),
         (url_path_join(prefix, "class"), ClassView, options),
-        (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
+        (url_path_join(prefix, "oauth_callback"), Callback, {"hub_auth": auth}),
     ], cookie_secret=os.urandom(32), login_url=auth.login_url)
     app.listen(port, "127.0.0.1")
     worker = threading.Thread(target=service.serve, args=(poll,), daemon=True, name="grading")
     worker.start()
+    pid = service.course_dir / STATE_DIR / "service.pid"  # for an instructor (and the hub test) to find it
+    pid.parent.mkdir(parents=True, exist_ok=True)
+    pid.write_text(f"{os.getpid()}\n")
     print(f"grading service: {service.course_dir}, exchange {service.exchange}, on port {port} at {prefix}",
           flush=True)
     try:

@@ -1,0 +1,112 @@
+"""How long a learner waits for feedback when grading on submit (grader.classroom.onsubmit), printed,
+not asserted: from the moment a submission lands in nbgrader's exchange (what Submit does) to the
+moment its feedback is fetchable there (what Fetch Feedback finds), with the service grading as the
+hub runs it (a warm sandboxed pool), minus the hub's HTTP layer.
+
+    .venv/bin/python benchmarks/onsubmit.py                  # 5 learners one at a time, then a burst of 20
+    .venv/bin/python benchmarks/onsubmit.py --single 10 --burst 20 --chapter 02 --jobs 2
+
+The burst: N learners submit within 10 s (one every 10/N s); the figure is the time from the first
+submission to the last feedback, and the gradebook must then hold exactly N rows.
+"""
+from __future__ import annotations
+
+import argparse
+import secrets
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook
+from nbgrader.utils import notebook_hash
+
+from grader.authoring import samples
+from grader.boundary import forkserver
+from grader.boundary.confine import Limits
+from grader.boundary.pool import Pool
+from grader.chapters import find_chapter
+from grader.classroom.onsubmit import Service
+from grader.coursedir import COURSE_ID
+
+
+def submit(exchange: Path, student: str, chapter, nb) -> Path:
+    """A submission as `nbgrader submit` leaves it: the notebook, timestamp.txt, submission_secret.txt."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    name = f"{student}+{chapter.assignment}+{stamp}+{secrets.token_urlsafe(9)}"
+    staging = exchange / "staging" / name
+    staging.mkdir(parents=True)
+    nbformat.write(nb, staging / chapter.notebook_name)
+    (staging / "timestamp.txt").write_text(stamp)
+    secret = secrets.token_hex(16)
+    (staging / "submission_secret.txt").write_text(secret)
+    staging.rename(exchange / COURSE_ID / "inbound" / name)  # appears whole, as a move
+    return exchange / COURSE_ID / "feedback" / f"{notebook_hash(secret=secret, notebook_id=chapter.name)}.html"
+
+
+def wait(paths: list[Path], timeout: float = 600) -> float:
+    start = time.perf_counter()
+    while not all(p.is_file() for p in paths):
+        if time.perf_counter() - start > timeout:
+            raise SystemExit(f"timed out after {timeout:.0f} s: {sum(p.is_file() for p in paths)} of {len(paths)}")
+        time.sleep(0.05)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chapter", default="02")
+    parser.add_argument("--single", type=int, default=5, help="learners submitting one at a time")
+    parser.add_argument("--burst", type=int, default=20, help="learners submitting within 10 s")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    chapter = find_chapter(args.chapter)
+    makers = [samples.reference, samples.released, lambda c: samples.partly_wrong(c, mistakes=1)]
+    forkserver.start()
+    with tempfile.TemporaryDirectory() as tmp, Pool(jobs=args.jobs, timeout=120, limits=Limits()) as pool:
+        root, exchange = Path(tmp) / "course", Path(tmp) / "exchange"
+        for sub in ("inbound", "feedback"):
+            (exchange / COURSE_ID / sub).mkdir(parents=True)
+        root.mkdir()
+        (root / "term.toml").write_text(f'[on_submit]\nchapters = ["{chapter.number}"]\n')
+        started = time.perf_counter()
+        pool.start()
+        service = Service(root, exchange, pool)
+        worker = threading.Thread(target=service.serve, args=(0.2,), daemon=True)
+        worker.start()
+        print(f"service up (pool started) in {time.perf_counter() - started:.1f} s; chapter {chapter.assignment}, "
+              f"{args.jobs} jobs")
+        singles = []
+        for i in range(args.single):
+            feedback = submit(exchange, f"alone{i}", chapter, makers[i % len(makers)](chapter))
+            singles.append(wait([feedback]))
+            print(f"  learner alone {i + 1}: Submit -> feedback fetchable in {singles[-1]:.1f} s")
+        if singles:
+            print(f"one learner alone: median {statistics.median(singles):.1f} s, max {max(singles):.1f} s "
+                  f"(goal: median <= 10 s)")
+        if args.burst:
+            expected, start = [], time.perf_counter()
+            for i in range(args.burst):
+                expected.append(submit(exchange, f"burst{i:02d}", chapter, makers[i % len(makers)](chapter)))
+                time.sleep(10 / args.burst)
+            wait(expected)
+            total = time.perf_counter() - start
+            with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+                rows = [s for s in gb.find_assignment(chapter.assignment).submissions
+                        if s.student.id.startswith("burst")]
+            print(f"burst of {args.burst} within 10 s: last feedback {total:.1f} s after the first Submit "
+                  f"(goal: <= 180 s); gradebook rows for them: {len(rows)} (expected {args.burst})")
+            if len(rows) != args.burst:
+                return 1
+        service.stop()
+        worker.join(timeout=120)
+    forkserver.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
