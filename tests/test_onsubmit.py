@@ -173,3 +173,13 @@ def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path,
     assert "ben" not in mine and service.ledger.of("ben")[0].key not in mine
     overview = class_page(service.ledger)
     assert "Queue: 0 waiting" in overview and "ada" in overview and "ben" in overview
+
+
+def test_a_submission_that_cannot_be_graded_gets_its_zero_and_reason(tmp_path, pool):
+    root, exchange = course(tmp_path, "")
+    service = Service(root, exchange, pool)
+    folder = submit(exchange, "dee", samples.reference(CHAPTER))
+    (folder / CHAPTER.notebook_name).write_text("{ not a notebook")
+    [entry] = service.step()
+    assert entry.status == "failed" and entry.score == 0 and "not" in entry.reason.lower(), entry
+    assert gradebook_score(root, "dee") == 0  # recorded, like the batch
