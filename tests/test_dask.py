@@ -156,3 +156,17 @@ def test_units_left_without_any_worker_are_recorded_failed_with_the_reason(clust
     failed = [line for line in summary.splitlines() if "no Dask worker was left" in line]
     graded = [s for s in students if sum(v for (who, _), v in recorded.items() if who == s) == 8]
     assert failed and len(failed) + len(graded) == 4, summary
+
+
+def test_grading_on_submit_runs_on_the_cluster(cluster, tmp_path):
+    # The service as `grader serve --scheduler` runs it: a submission from the exchange, judged on the cluster.
+    from grader.classroom.cluster import DaskPool
+    from grader.classroom.onsubmit import Service
+    from tests.test_onsubmit import TOTAL, course, gradebook_score, submit
+
+    root, exchange = course(tmp_path, "")
+    submit(exchange, "ada", samples.reference(CHAPTER))
+    with DaskPool(cluster.address, timeout=120) as pool:
+        pool.start()
+        [entry] = Service(root, exchange, pool).step()
+    assert entry.status == "graded" and entry.score == TOTAL and gradebook_score(root, "ada") == TOTAL
