@@ -81,6 +81,9 @@ class Hub:
         return self.api("POST", f"/hub/api/users/{user}/tokens", body=auth)["token"]
 
     def start(self, user: str, token: str) -> None:
+        """Start the user's server (a no-op when an earlier test of this hub started it)."""
+        if self.api("GET", f"/hub/api/users/{user}", token)["servers"].get("", {}).get("ready"):
+            return
         self.api("POST", f"/hub/api/users/{user}/server", token)
         wait_for(lambda: self.api("GET", f"/hub/api/users/{user}", token)["servers"].get("", {}).get("ready"),
                  180, f"{user}'s server to start")
