@@ -74,6 +74,8 @@ SKELETON = "def softmax(x, dim=-1):\n    raise NotImplementedError\n"
 
 def test_a_chinese_folder_names_the_mistake_in_chinese_and_passes_in_chinese(folder):
     exercise, label = MISTAKE
+    wrong = run_check(folder, CHAPTER, exercise, catalogued(CHAPTER, label).source)
+    assert wrong.startswith("CheckFailed: softmax(x, dim=0) 的每一列之和都应为 1，但各列之和为 ["), wrong
     right = run_check(folder, CHAPTER, exercise, CHAPTER.solutions_file.read_text())
     assert right == "✅ softmax：公开检查通过。隐藏测试会检查更多情况。"
     unwritten = run_check(folder, CHAPTER, exercise, SKELETON)
