@@ -174,7 +174,9 @@ def _linear(module, name, out_features, in_features, bias):
     if not isinstance(layer, nn.Linear):
         fail(tr("self.{name} should be an nn.Linear, got {type}", name=name, type=type(layer).__name__))
     if (layer.in_features, layer.out_features) != (in_features, out_features):
-        fail(f"self.{name} maps {layer.in_features} -> {layer.out_features}; expected {in_features} -> {out_features}")
+        fail(tr("self.{name} maps {got_in} -> {got_out}; expected {in_features} -> {out_features}", name=name,
+                got_in=layer.in_features, got_out=layer.out_features, in_features=in_features,
+                out_features=out_features))
     if (layer.bias is not None) != bias:
         if bias:
             fail(tr("self.{name} should have a bias when bias=True: pass bias=bias to nn.Linear", name=name))
