@@ -3,6 +3,7 @@ a Chinese folder's check speaks Chinese, an English folder's exactly the English
 a missing or broken messages file means English, and a translation must keep its template's fields."""
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -197,3 +198,55 @@ def test_each_message_belongs_to_its_chapter_or_to_common():
     assert messages.owner("course/checks/__init__.py") == messages.owner("course/toolkit/addition.py") == "common"
     every = [m for c in [*(c.assignment for c in CHAPTERS), "common"] for m in messages.owned(c)]
     assert len(every) == sum(len(messages.templates(m)) for m in messages.course_modules())
+
+
+# What a learner reads must go through tr: every prose literal of the public checks, and whatever the
+# helpers print or raise. Left in English on purpose: data and an author's error.
+PROSE = re.compile(r"[A-Za-z]{2,} [A-Za-z]+|[A-Za-z]+ [A-Za-z]{2,}")
+NOT_MESSAGES = {
+    "@public_check goes on a function named check_<exercise>, not {}",  # the author's mistake, at import
+    "cdab cdab",  # a BPE check's training text
+    "a word appears twice in the vocabulary",  # the toolkit's own consistency check
+    "unknown sentence kind {}",  # internal: the corpus generator's kinds
+}
+
+
+def _literal_text(node):
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    return None
+
+
+def _untranslated(path, everything: bool):
+    """Prose literals of a module outside tr(): all of them (everything) or what print() and raise carry."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip, shown = set(), set()  # skip: docstrings, tr()'s templates, an f-string's parts (it is judged whole)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body \
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            skip.add(id(node.body[0].value))
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "tr":
+            skip |= {id(n) for arg in node.args for n in ast.walk(arg)}
+        elif isinstance(node, ast.JoinedStr):
+            skip |= {id(n) for value in node.values for n in ast.walk(value)}
+        if isinstance(node, ast.Raise) or isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
+            shown |= {id(n) for n in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        text = _literal_text(node)
+        if text is None or id(node) in skip or text in NOT_MESSAGES:
+            continue
+        if (everything or id(node) in shown) and PROSE.search(text):
+            found.append(f"{path.relative_to(messages.REPO)}:{node.lineno}: {text[:80]!r}")
+    return found
+
+
+def test_what_a_learner_reads_goes_through_tr():
+    course_dir = messages.COURSE
+    found = [line for path in sorted((course_dir / "checks").glob("*.py")) for line in _untranslated(path, True)]
+    found += [line for path in [course_dir / "__init__.py", *sorted((course_dir / "toolkit").glob("*.py"))]
+              for line in _untranslated(path, False)]
+    assert found == [], "write these as tr(\"template\", field=value) (README: The Chinese edition):\n" + \
+        "\n".join(found)

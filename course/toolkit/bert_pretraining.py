@@ -349,7 +349,7 @@ def bert_base_fill_in(model_class, texts: list[str], pairs: list[tuple[str, str]
         for a, b in pairs:
             enc = tokenizer(a, b, return_tensors="pt")
             _, nsp_logits = model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"])
-            print(f"P(b follows a) = {nsp_logits.softmax(-1)[0, NEXT].item():.3f}   a: {a}   b: {b}")
+            print(tr("P(b follows a) = {p:.3f}   a: {a}   b: {b}", p=nsp_logits.softmax(-1)[0, NEXT].item(), a=a, b=b))
 
 
 # ---------------------------------------------------------------- plots
