@@ -52,8 +52,9 @@ def cmd_translate(args) -> int:
     from grader.authoring import i18n  # lazy: start-up
 
     bad = []
-    for chapter in _chapters(args.chapters):
-        nb = build_mod().build_source_notebook(chapter)
+    # Each chapter's catalogue, then the messages the chapters share (i18n/LANG/common.po).
+    for chapter in [*_chapters(args.chapters), i18n.COMMON]:
+        nb = None if chapter == i18n.COMMON else build_mod().build_source_notebook(chapter)
         if args.check:
             bad += i18n.problems(chapter, args.lang, nb)
             continue

@@ -17,6 +17,7 @@ from course.checks import (
     fail,
     passed,
     public_check,
+    tr,
 )
 
 T = torch.tensor
@@ -40,20 +41,20 @@ KERNEL_BY_SQRT_PI = [0.56419, 0.342198, 0.076355, 0.497896]
 @public_check
 def check_gaussian_kernel(gaussian_kernel) -> None:
     avoid_library_call(gaussian_kernel, ("distributions",),
-                       "write the density yourself: torch.distributions scores zero here")
+                       tr("write the density yourself: torch.distributions scores zero here"))
     u = U.clone()
     out = gaussian_kernel(u)
     expect_tensor(out, (4,), "gaussian_kernel(u)")
     if not close(gaussian_kernel(-u), out.detach(), atol=1e-6):
-        fail("K(-u) != K(u): the kernel must be symmetric. Did you forget to square u?")
+        fail(tr("K(-u) != K(u): the kernel must be symmetric. Did you forget to square u?"))
     diagnose(out, KERNEL, {
-        "the values are exp(-u**2/2) without the 1/sqrt(2*pi) factor, so the kernel does not integrate to 1":
+        tr("the values are exp(-u**2/2) without the 1/sqrt(2*pi) factor, so the kernel does not integrate to 1"):
             KERNEL_UNNORMALISED,
-        "the exponent should be -u**2 / 2, not -u**2": KERNEL_NO_HALF,
-        "divide by sqrt(2*pi), not by 2*pi": KERNEL_BY_2PI,
-        "divide by sqrt(2*pi), not by sqrt(pi)": KERNEL_BY_SQRT_PI,
+        tr("the exponent should be -u**2 / 2, not -u**2"): KERNEL_NO_HALF,
+        tr("divide by sqrt(2*pi), not by 2*pi"): KERNEL_BY_2PI,
+        tr("divide by sqrt(2*pi), not by sqrt(pi)"): KERNEL_BY_SQRT_PI,
     }, what="gaussian_kernel([0, 1, -2, 0.5])", atol=1e-5)
-    expect_tensor(gaussian_kernel(torch.zeros(2, 3)), (2, 3), "gaussian_kernel of a (2, 3) input")
+    expect_tensor(gaussian_kernel(torch.zeros(2, 3)), (2, 3), tr("gaussian_kernel of a (2, 3) input"))
     passed("gaussian_kernel")
 
 
@@ -93,36 +94,36 @@ def check_nadaraya_watson(nadaraya_watson) -> None:
     x_train, y_train, x_query = X_TRAIN, Y_TRAIN, X_QUERY
     y_hat, weights = expect_pair(nadaraya_watson(x_query, x_train, y_train, 0.5), "nadaraya_watson")
     if type(weights) is torch.Tensor and tuple(weights.shape) == (4, 3):
-        fail("weights have shape (N, Q) = (4, 3); they should be (Q, N) = (3, 4): one row per query")
+        fail(tr("weights have shape (N, Q) = (4, 3); they should be (Q, N) = (3, 4): one row per query"))
     expect_tensor(weights, (3, 4), "weights")
     expect_tensor(y_hat, (3,), "y_hat")
     if not close(weights.sum(dim=1), torch.ones(3)):
         if close(weights.sum(dim=0), torch.ones(4)):
-            fail("your weights sum to 1 over the queries (dim=0), not over the training points (dim=1)")
+            fail(tr("your weights sum to 1 over the queries (dim=0), not over the training points (dim=1)"))
         if close(weights, NW_RAW_KERNEL):
-            fail("these are raw kernel values: normalise each row (softmax over the training points)")
-        fail(f"each row of weights should sum to 1 over the training points; row sums are "
-             f"{weights.sum(dim=1).tolist()}")
+            fail(tr("these are raw kernel values: normalise each row (softmax over the training points)"))
+        fail(tr("each row of weights should sum to 1 over the training points; row sums are "
+                "{sums}", sums=weights.sum(dim=1).tolist()))
     diagnose(weights, NW_WEIGHTS, {
-        "you divided the difference by bandwidth**2; divide it by the bandwidth, then square": NW_BANDWIDTH_SQUARED,
-        "you multiplied the difference by the bandwidth; divide it instead": NW_TIMES_BANDWIDTH,
-        "the score should be -u**2 / 2; you left out the / 2": NW_NO_HALF,
-        "square the scaled difference; |u| gives a Laplace kernel, not a Gaussian": NW_LAPLACE,
+        tr("you divided the difference by bandwidth**2; divide it by the bandwidth, then square"): NW_BANDWIDTH_SQUARED,
+        tr("you multiplied the difference by the bandwidth; divide it instead"): NW_TIMES_BANDWIDTH,
+        tr("the score should be -u**2 / 2; you left out the / 2"): NW_NO_HALF,
+        tr("square the scaled difference; |u| gives a Laplace kernel, not a Gaussian"): NW_LAPLACE,
     }, what="weights")
     diagnose(y_hat, NW_Y_HAT, {
-        "y_hat is the plain mean of y_train; it should be weights @ y_train": NW_PLAIN_MEAN,
+        tr("y_hat is the plain mean of y_train; it should be weights @ y_train"): NW_PLAIN_MEAN,
     }, what="y_hat = weights @ y_train")
     expect_value_error(nadaraya_watson, x_query, x_train, y_train, 0.0, what="bandwidth = 0")
-    expect_value_error(nadaraya_watson, x_query, x_train, y_train, -1.0, what="a negative bandwidth")
+    expect_value_error(nadaraya_watson, x_query, x_train, y_train, -1.0, what=tr("a negative bandwidth"))
     _, far = expect_pair(nadaraya_watson(T([-10.0]), x_train, y_train, 0.1), "nadaraya_watson")
     if not bool(torch.isfinite(far).all()):
-        fail("a query far from every training point gives NaN weights: kernel / kernel.sum() underflows "
-             "to 0 / 0. Compute the weights as a softmax of the scores (it subtracts the max)")
+        fail(tr("a query far from every training point gives NaN weights: kernel / kernel.sum() underflows "
+                "to 0 / 0. Compute the weights as a softmax of the scores (it subtracts the max)"))
     h = torch.tensor(0.5, requires_grad=True)
     y_h, _ = expect_pair(nadaraya_watson(x_query, x_train, y_train, h), "nadaraya_watson")
     if not (type(y_h) is torch.Tensor and y_h.requires_grad):
-        fail("with a tensor bandwidth, y_hat should depend on it (keep it a tensor; do not call float() on it), "
-             "so that the bandwidth can be learned later in this notebook")
+        fail(tr("with a tensor bandwidth, y_hat should depend on it (keep it a tensor; do not call float() on it), "
+                "so that the bandwidth can be learned later in this notebook"))
     passed("nadaraya_watson")
 
 
@@ -141,21 +142,22 @@ def _check_batched(fn, q, k, expected, name):
     try:
         out = fn(qb, kb)
     except Exception as err:  # noqa: BLE001 - turn the crash into a hint
-        fail(f"{name} works on (T, d) inputs but fails on batched (B, T, d) ones ({type(err).__name__}: {err}). "
-             "Let every leading axis broadcast: transpose only the last two axes of k "
-             "(k.transpose(-2, -1), not k.T), or use '...' in an einsum")
-    diagnose(out, torch.stack([expected, -2 * expected]), {}, what=f"{name} on a batch of 2")
+        fail(tr("{name} works on (T, d) inputs but fails on batched (B, T, d) ones ({type}: {err}). "
+                "Let every leading axis broadcast: transpose only the last two axes of k "
+                "(k.transpose(-2, -1), not k.T), or use '...' in an einsum",
+                name=name, type=type(err).__name__, err=err))
+    diagnose(out, torch.stack([expected, -2 * expected]), {}, what=tr("{name} on a batch of 2", name=name))
 
 
 @public_check
 def check_dot_product_score(dot_product_score) -> None:
     out = dot_product_score(_Q, _K)
     if type(out) is torch.Tensor and tuple(out.shape) == (4, 2):
-        fail("the scores have shape (S, T); they should be (T, S): one row per query (q @ k^T, not k @ q^T)")
-    diagnose(out, DOT, {"you divided by sqrt(d); that is the next exercise": DOT_SCALED},
+        fail(tr("the scores have shape (S, T); they should be (T, S): one row per query (q @ k^T, not k @ q^T)"))
+    diagnose(out, DOT, {tr("you divided by sqrt(d); that is the next exercise"): DOT_SCALED},
              what="dot_product_score(q, k)")
     _check_batched(dot_product_score, _Q, _K, T(DOT), "dot_product_score")
-    expect_value_error(dot_product_score, _Q, _K[:, :2], what="q and k with different feature sizes")
+    expect_value_error(dot_product_score, _Q, _K[:, :2], what=tr("q and k with different feature sizes"))
     passed("dot_product_score")
 
 
@@ -179,15 +181,15 @@ def check_scaled_dot_product_score(scaled_dot_product_score) -> None:
     q, k = _Q4, _K4
     out = scaled_dot_product_score(q, k)
     if type(out) is torch.Tensor and tuple(out.shape) == (3, 2):
-        fail("the scores have shape (S, T); they should be (T, S)")
+        fail(tr("the scores have shape (S, T); they should be (T, S)"))
     diagnose(out, SCALED, {
-        "you forgot to divide by sqrt(d)": SCALED_UNSCALED,
-        "divide by sqrt(d), not by d": SCALED_BY_D,
-        "divide by sqrt(d), the feature size, not sqrt(S), the number of keys": SCALED_BY_SQRT_S,
-        "divide by sqrt(d), the feature size, not sqrt(T), the number of queries": SCALED_BY_SQRT_T,
-    }, what="scaled_dot_product_score(q, k) with d = 4")
+        tr("you forgot to divide by sqrt(d)"): SCALED_UNSCALED,
+        tr("divide by sqrt(d), not by d"): SCALED_BY_D,
+        tr("divide by sqrt(d), the feature size, not sqrt(S), the number of keys"): SCALED_BY_SQRT_S,
+        tr("divide by sqrt(d), the feature size, not sqrt(T), the number of queries"): SCALED_BY_SQRT_T,
+    }, what=tr("scaled_dot_product_score(q, k) with d = 4"))
     _check_batched(scaled_dot_product_score, q, k, T(SCALED), "scaled_dot_product_score")
-    expect_value_error(scaled_dot_product_score, q, k[:, :3], what="q and k with different feature sizes")
+    expect_value_error(scaled_dot_product_score, q, k[:, :3], what=tr("q and k with different feature sizes"))
     passed("scaled_dot_product_score")
 
 
@@ -208,30 +210,32 @@ def check_GeneralScore(GeneralScore) -> None:
     module = GeneralScore(3, 2)  # query_dim=3, key_dim=2
     params = {name: tuple(p.shape) for name, p in module.named_parameters()}
     if "W" in params and params["W"] == (2, 3):
-        fail("W has shape (key_dim, query_dim) = (2, 3); store it as (query_dim, key_dim) = (3, 2), "
-             "so that q @ W maps a query into key space")
+        fail(tr("W has shape (key_dim, query_dim) = (2, 3); store it as (query_dim, key_dim) = (3, 2), "
+                "so that q @ W maps a query into key space"))
     if params != {"W": (3, 2)}:
-        fail(f"the only parameter should be self.W = nn.Parameter(...) of shape (query_dim, key_dim) = (3, 2); "
-             f"found {params or 'none'}" + (" (no bias: the general score is q W k and nothing else)"
-                                             if len(params) > 1 else ""))
+        if len(params) > 1:
+            fail(tr("the only parameter should be self.W = nn.Parameter(...) of shape (query_dim, key_dim) = (3, 2); "
+                    "found {params} (no bias: the general score is q W k and nothing else)", params=params))
+        fail(tr("the only parameter should be self.W = nn.Parameter(...) of shape (query_dim, key_dim) = (3, 2); "
+                "found {params}", params=params or tr("none")))
     with torch.no_grad():
         module.W.copy_(GENERAL_W)
     q, k = GENERAL_Q, GENERAL_K
     try:
         out = module(q, k)
     except RuntimeError as err:
-        fail(f"GeneralScore(3, 2) failed on q (2, 3) and k (3, 2): {err}. W is (query_dim, key_dim): "
-             "q @ W is (..., T, key_dim), which you then dot with every key (@ k.transpose(-2, -1))")
+        fail(tr("GeneralScore(3, 2) failed on q (2, 3) and k (3, 2): {err}. W is (query_dim, key_dim): "
+                "q @ W is (..., T, key_dim), which you then dot with every key (@ k.transpose(-2, -1))", err=err))
     if type(out) is torch.Tensor and tuple(out.shape) == (3, 2):
-        fail("the scores have shape (S, T); they should be (T, S): one row per query")
+        fail(tr("the scores have shape (S, T); they should be (T, S): one row per query"))
     diagnose(out, GENERAL, {
-        "you divided by sqrt(query_dim); the general score has no scaling (W can learn any scale)":
+        tr("you divided by sqrt(query_dim); the general score has no scaling (W can learn any scale)"):
             GENERAL_BY_SQRT_QUERY_DIM,
-        "you divided by sqrt(key_dim); the general score has no scaling (W can learn any scale)":
+        tr("you divided by sqrt(key_dim); the general score has no scaling (W can learn any scale)"):
             GENERAL_BY_SQRT_KEY_DIM,
-    }, what="GeneralScore scores with a set W")
+    }, what=tr("GeneralScore scores with a set W"))
     _check_batched(module, q, k, T(GENERAL), "GeneralScore")
-    expect_value_error(module, k, k, what="a query with the wrong feature size")
+    expect_value_error(module, k, k, what=tr("a query with the wrong feature size"))
     passed("GeneralScore")
 
 
@@ -256,30 +260,31 @@ def check_AdditiveScore(AdditiveScore) -> None:
     for name, shape in (("W_q", (4, 3)), ("W_k", (4, 2)), ("v", (1, 4))):
         layer = getattr(module, name, None)
         if not isinstance(layer, nn.Linear):
-            fail(f"self.{name} should be an nn.Linear")
+            fail(tr("self.{name} should be an nn.Linear", name=name))
         if tuple(layer.weight.shape) != shape:
-            fail(f"self.{name}.weight has shape {tuple(layer.weight.shape)}, expected {shape} "
-                 f"(nn.Linear(in_features, out_features) stores a weight of shape (out, in))")
+            fail(tr("self.{name}.weight has shape {got}, expected {shape} "
+                    "(nn.Linear(in_features, out_features) stores a weight of shape (out, in))",
+                    name=name, got=tuple(layer.weight.shape), shape=shape))
         if layer.bias is not None:
-            fail(f"self.{name} should have no bias: pass bias=False")
+            fail(tr("self.{name} should have no bias: pass bias=False", name=name))
     with torch.no_grad():
         for name, weight in ADDITIVE_WEIGHTS.items():
             getattr(module, name).weight.copy_(weight)
     q, k = ADDITIVE_Q, ADDITIVE_K
     out = module(q, k)
     if type(out) is torch.Tensor and tuple(out.shape) == (3, 2):
-        fail("the scores have shape (S, T); they should be (T, S): unsqueeze W_q(q) at -2 and W_k(k) at -3")
+        fail(tr("the scores have shape (S, T); they should be (T, S): unsqueeze W_q(q) at -2 and W_k(k) at -3"))
     diagnose(out, ADDITIVE, {
-        "the nonlinearity should be tanh, not relu": ADDITIVE_RELU,
-        "you forgot the tanh between the sum and v": ADDITIVE_NO_TANH,
-        "apply tanh before v (v(tanh(...))), not after it": ADDITIVE_TANH_AFTER_V,
-    }, what="AdditiveScore scores")
+        tr("the nonlinearity should be tanh, not relu"): ADDITIVE_RELU,
+        tr("you forgot the tanh between the sum and v"): ADDITIVE_NO_TANH,
+        tr("apply tanh before v (v(tanh(...))), not after it"): ADDITIVE_TANH_AFTER_V,
+    }, what=tr("AdditiveScore scores"))
     one = module(q[None, :1], k[None, :1])  # (B=1, T=1, S=1)
     if type(one) is not torch.Tensor or tuple(one.shape) != (1, 1, 1):
-        fail(f"with B = T = S = 1 the scores should have shape (1, 1, 1), got "
-             f"{tuple(one.shape) if type(one) is torch.Tensor else type(one).__name__}: "
-             "squeeze only the last axis (squeeze(-1)), not every size-1 axis")
-    expect_value_error(module, k, k, what="a query with the wrong feature size")
+        fail(tr("with B = T = S = 1 the scores should have shape (1, 1, 1), got {got}: "
+                "squeeze only the last axis (squeeze(-1)), not every size-1 axis",
+                got=tuple(one.shape) if type(one) is torch.Tensor else type(one).__name__))
+    expect_value_error(module, k, k, what=tr("a query with the wrong feature size"))
     passed("AdditiveScore")
 
 
@@ -297,24 +302,24 @@ POOL_OUTPUT = [[0.42479, 0.48518, 1.154698, 1.841025], [1.892115, -1.800875, 0.1
 @public_check
 def check_attention_pool(attention_pool) -> None:
     avoid_library_call(attention_pool, ("scaled_dot_product_attention",),
-                       "write the pooling yourself: F.scaled_dot_product_attention scores zero here")
+                       tr("write the pooling yourself: F.scaled_dot_product_attention scores zero here"))
     scores, values = POOL_SCORES, POOL_VALUES
     output, weights = expect_pair(attention_pool(scores, values), "attention_pool")
     if type(output) is torch.Tensor and tuple(output.shape) == (2, 3):
-        fail("return (output, weights) in that order; you returned the weights first")
+        fail(tr("return (output, weights) in that order; you returned the weights first"))
     expect_tensor(weights, (2, 3), "weights")
     expect_tensor(output, (2, 4), "output")
     diagnose(weights, POOL_WEIGHTS, {
-        "your weights sum to 1 over the queries (dim=-2); the softmax goes over the keys (dim=-1)":
+        tr("your weights sum to 1 over the queries (dim=-2); the softmax goes over the keys (dim=-1)"):
             POOL_WEIGHTS_OVER_QUERIES,
-        "the weights should be softmax(scores), not the raw scores": scores,
+        tr("the weights should be softmax(scores), not the raw scores"): scores,
     }, what="weights")
     diagnose(output, POOL_OUTPUT, {
-        "the output should be weights @ values": scores @ values,
+        tr("the output should be weights @ values"): scores @ values,
     }, what="output")
     big, _ = expect_pair(attention_pool(T([[1e4, 0.0, -1e4]]), values), "attention_pool")
     if not bool(torch.isfinite(big).all()):
-        fail("scores around 1e4 give inf/NaN: exp overflows. Subtract the row max before exp "
-             "(or use torch.softmax)")
-    expect_value_error(attention_pool, scores, values[:2], what="scores with S = 3 and values with S = 2")
+        fail(tr("scores around 1e4 give inf/NaN: exp overflows. Subtract the row max before exp "
+                "(or use torch.softmax)"))
+    expect_value_error(attention_pool, scores, values[:2], what=tr("scores with S = 3 and values with S = 2"))
     passed("attention_pool")

@@ -14,6 +14,7 @@ from course.checks import (
     fail,
     passed,
     public_check,
+    tr,
 )
 
 # ---------------------------------------------------------------- softmax
@@ -32,24 +33,24 @@ A_WHOLE = [[0.069789, 0.189707, 0.515677], [0.189707, 0.025674, 0.009445]]
 @public_check
 def check_softmax(softmax) -> None:
     avoid_library_call(softmax, ("softmax", "log_softmax"),
-                       "your code calls a library softmax: write it yourself (the grader gives zero to a solution "
-                       "that calls one)")
+                       tr("your code calls a library softmax: write it yourself (the grader gives zero to a solution "
+                          "that calls one)"))
     x = A.clone()
     out = softmax(x)
     if not torch.equal(x, A):
-        fail("softmax changed its input in place (e.g. `x -= x.max(...)`): compute `x - m` into a new tensor")
+        fail(tr("softmax changed its input in place (e.g. `x -= x.max(...)`): compute `x - m` into a new tensor"))
     expect_tensor(out, (2, 3), "softmax(x)")
     diagnose(out, A_ROWS, {
-        "softmax(x) normalised the columns (dim=0); the default dim=-1 means each row sums to 1": A_COLS,
-        "you divided by the sum of the whole tensor; sum along `dim` with keepdim=True": A_WHOLE,
+        tr("softmax(x) normalised the columns (dim=0); the default dim=-1 means each row sums to 1"): A_COLS,
+        tr("you divided by the sum of the whole tensor; sum along `dim` with keepdim=True"): A_WHOLE,
     }, what="softmax(x)")
     out = softmax(A, dim=0)
     expect_tensor(out, (2, 3), "softmax(x, dim=0)")
     if not close(out.sum(0), [1.0, 1.0, 1.0]):
-        fail(f"softmax(x, dim=0) should sum to 1 down each column, but the column sums are {out.sum(0).tolist()}: "
-             "take both the max and the sum along `dim`")
+        fail(tr("softmax(x, dim=0) should sum to 1 down each column, but the column sums are {sums}: "
+                "take both the max and the sum along `dim`", sums=out.sum(0).tolist()))
     diagnose(out, A_COLS, {
-        "softmax(x, dim=0) normalised the rows: your function ignores its `dim` argument": A_ROWS,
+        tr("softmax(x, dim=0) normalised the rows: your function ignores its `dim` argument"): A_ROWS,
     }, what="softmax(x, dim=0)")
 
     big = torch.tensor([[1e4, 1e4 - 1, 1e4 - 2], [-1e4, -1e4 - 1, -1e4 - 2]])
@@ -57,10 +58,11 @@ def check_softmax(softmax) -> None:
     expect_tensor(out, (2, 3), "softmax(big)")
     if not torch.isfinite(out).all():
         if torch.isfinite(out[0]).all():
-            fail("the row near -1e4 came out as nan: you subtracted the max of the whole tensor; "
-                 "take the max along `dim` (keepdim=True) so every row has an entry exp(0) = 1")
-        fail("inputs near 1e4 give inf/nan: exp(1e4) overflows; subtract the max along `dim` before exp")
-    diagnose(out, [A_ROWS[0][::-1]] * 2, {}, what="softmax of inputs near +-1e4", atol=1e-3)  # = softmax([0, -1, -2])
+            fail(tr("the row near -1e4 came out as nan: you subtracted the max of the whole tensor; "
+                    "take the max along `dim` (keepdim=True) so every row has an entry exp(0) = 1"))
+        fail(tr("inputs near 1e4 give inf/nan: exp(1e4) overflows; subtract the max along `dim` before exp"))
+    # = softmax([0, -1, -2])
+    diagnose(out, [A_ROWS[0][::-1]] * 2, {}, what=tr("softmax of inputs near +-1e4"), atol=1e-3)
 
     out = softmax(torch.tensor([[0.0, float("-inf"), 0.0]]))
     diagnose(out, [[0.5, 0.0, 0.5]], {}, what="softmax([0, -inf, 0])")
@@ -95,51 +97,51 @@ W_MASK_AFTER_SOFTMAX = [[0.211942, 0.211942, 0.0], [0.0, 0.546549, 0.121952]]
 W_MASK_ZERO = [[0.383652, 0.383652, 0.232697], [0.154281, 0.691438, 0.154281]]
 # --- end of stored numbers ---
 W_WRONG = {
-    "you forgot to divide the scores by sqrt(d_k)": W_NO_SCALE,
-    "you divided the scores by d_k; divide by sqrt(d_k)": W_BY_DK,
-    "you divided by sqrt(d_v) (the size of v); the scale uses d_k, the size of q and k": W_BY_DV,
-    "your weights sum to 1 over the queries (dim=-2), not over the keys (dim=-1)": W_OVER_QUERIES,
+    tr("you forgot to divide the scores by sqrt(d_k)"): W_NO_SCALE,
+    tr("you divided the scores by d_k; divide by sqrt(d_k)"): W_BY_DK,
+    tr("you divided by sqrt(d_v) (the size of v); the scale uses d_k, the size of q and k"): W_BY_DV,
+    tr("your weights sum to 1 over the queries (dim=-2), not over the keys (dim=-1)"): W_OVER_QUERIES,
 }
 W_MASK_WRONG = {
-    "the mask is reversed: True means 'may attend', so fill the scores where the mask is False": W_MASK_REVERSED,
-    "you applied the mask after the softmax, so the remaining weights no longer sum to 1; "
-    "fill the masked scores with -inf before the softmax": W_MASK_AFTER_SOFTMAX,
-    "masked scores were set to 0, which still gets weight exp(0); fill them with -inf": W_MASK_ZERO,
+    tr("the mask is reversed: True means 'may attend', so fill the scores where the mask is False"): W_MASK_REVERSED,
+    tr("you applied the mask after the softmax, so the remaining weights no longer sum to 1; "
+       "fill the masked scores with -inf before the softmax"): W_MASK_AFTER_SOFTMAX,
+    tr("masked scores were set to 0, which still gets weight exp(0); fill them with -inf"): W_MASK_ZERO,
 }
 
 
 @public_check
 def check_scaled_dot_product_attention(attention) -> None:
     avoid_library_call(attention, ("scaled_dot_product_attention",),
-                       "your code calls F.scaled_dot_product_attention: write it yourself (the grader gives zero to "
-                       "a solution that calls it)")
+                       tr("your code calls F.scaled_dot_product_attention: write it yourself (the grader gives zero to "
+                          "a solution that calls it)"))
     out, weights = expect_pair(attention(Q, K, V), "scaled_dot_product_attention(q, k, v)")
     if type(weights) is torch.Tensor and tuple(weights.shape) == (3, 2):
-        fail("weights have shape (S, T) = (3, 2); they should be (T, S): one row per query, one column per key")
-    diagnose(weights, W_OK, W_WRONG, what="the weights")
-    expect_tensor(out, (2, 2), "the output (T, Dv)")
+        fail(tr("weights have shape (S, T) = (3, 2); they should be (T, S): one row per query, one column per key"))
+    diagnose(weights, W_OK, W_WRONG, what=tr("the weights"))
+    expect_tensor(out, (2, 2), tr("the output (T, Dv)"))
     if not close(out, OUT_OK):
-        fail(f"the weights are right but the output is not: it should be weights @ v; got {out.tolist()}")
+        fail(tr("the weights are right but the output is not: it should be weights @ v; got {out}", out=out.tolist()))
 
     out, weights = expect_pair(attention(Q, K, V, MASK), "scaled_dot_product_attention(q, k, v, mask)")
-    diagnose(weights, W_MASK, W_MASK_WRONG, what="the masked weights")
-    diagnose(out, OUT_MASK, {}, what="the masked output")
+    diagnose(weights, W_MASK, W_MASK_WRONG, what=tr("the masked weights"))
+    diagnose(out, OUT_MASK, {}, what=tr("the masked output"))
 
     try:
         out, weights = expect_pair(attention(Q.expand(2, 2, 4), K.expand(2, 3, 4), V.expand(2, 3, 2)),
-                             "batched attention")
+                             tr("batched attention"))
     except RuntimeError as err:
-        fail(f"batched input (B, T, Dk) raised {err!r}: transpose the last two axes with "
-             "k.transpose(-2, -1) (k.T reverses every axis)")
-    diagnose(weights, [W_OK, W_OK], {}, what="the batched weights")
-    diagnose(out, [OUT_OK, OUT_OK], {}, what="the batched output")
+        fail(tr("batched input (B, T, Dk) raised {err!r}: transpose the last two axes with "
+                "k.transpose(-2, -1) (k.T reverses every axis)", err=err))
+    diagnose(weights, [W_OK, W_OK], {}, what=tr("the batched weights"))
+    diagnose(out, [OUT_OK, OUT_OK], {}, what=tr("the batched output"))
 
-    expect_value_error(attention, Q, K[:, :3], V, what="q and k with different Dk")
-    expect_value_error(attention, Q, K, V[:2], what="k and v with different lengths S")
-    expect_value_error(attention, Q, K, V, MASK.float(), what="a float mask")
+    expect_value_error(attention, Q, K[:, :3], V, what=tr("q and k with different Dk"))
+    expect_value_error(attention, Q, K, V[:2], what=tr("k and v with different lengths S"))
+    expect_value_error(attention, Q, K, V, MASK.float(), what=tr("a float mask"))
     expect_value_error(attention, Q.expand(2, 2, 4), K.expand(2, 3, 4), V.expand(2, 3, 2),
                        MASK[None, None].expand(2, 1, 2, 3),
-                       what="a (B, 1, T, S) mask with 3-d inputs (it would add an axis to the output)")
+                       what=tr("a (B, 1, T, S) mask with 3-d inputs (it would add an axis to the output)"))
     passed("scaled_dot_product_attention")
 
 
@@ -161,30 +163,33 @@ SA_W_TRANSPOSED = [[[0.264458, 0.390414, 0.264458], [0.471083, 0.219172, 0.26445
 SA_W_CAUSAL = [[[1.0, 0.0, 0.0], [0.640457, 0.359543, 0.0], [0.264458, 0.264458, 0.471083]]]
 # --- end of stored numbers ---
 SA_W_WRONG = {
-    "the keys were computed with W_q: use W_k for the keys": SA_W_KEYS_FROM_WQ,
-    "queries and keys are swapped: q = W_q(x), k = W_k(x)": SA_W_SWAPPED,
-    "the weights are transposed: return them as (B, T_query, T_key), each row summing to 1": SA_W_TRANSPOSED,
+    tr("the keys were computed with W_q: use W_k for the keys"): SA_W_KEYS_FROM_WQ,
+    tr("queries and keys are swapped: q = W_q(x), k = W_k(x)"): SA_W_SWAPPED,
+    tr("the weights are transposed: return them as (B, T_query, T_key), each row summing to 1"): SA_W_TRANSPOSED,
 }
 
 
 def _linear(module, name, out_features, in_features, bias):
     layer = getattr(module, name, None)
     if not isinstance(layer, nn.Linear):
-        fail(f"self.{name} should be an nn.Linear, got {type(layer).__name__}")
+        fail(tr("self.{name} should be an nn.Linear, got {type}", name=name, type=type(layer).__name__))
     if (layer.in_features, layer.out_features) != (in_features, out_features):
-        fail(f"self.{name} maps {layer.in_features} -> {layer.out_features}; expected {in_features} -> {out_features}")
+        fail(tr("self.{name} maps {got_in} -> {got_out}; expected {in_features} -> {out_features}", name=name,
+                got_in=layer.in_features, got_out=layer.out_features, in_features=in_features,
+                out_features=out_features))
     if (layer.bias is not None) != bias:
-        fail(f"self.{name} should {'have' if bias else 'not have'} a bias when bias={bias}: "
-             "pass bias=bias to nn.Linear")
+        if bias:
+            fail(tr("self.{name} should have a bias when bias=True: pass bias=bias to nn.Linear", name=name))
+        fail(tr("self.{name} should not have a bias when bias=False: pass bias=bias to nn.Linear", name=name))
 
 
 @public_check
 def check_SelfAttention(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward"),
-                       "your SelfAttention calls a library attention: use your own scaled_dot_product_attention")
+                       tr("your SelfAttention calls a library attention: use your own scaled_dot_product_attention"))
     module = cls(4, 3, 2)
     if not isinstance(module, nn.Module):
-        fail("SelfAttention should subclass nn.Module (and call super().__init__())")
+        fail(tr("SelfAttention should subclass nn.Module (and call super().__init__())"))
     for name, size in (("W_q", 3), ("W_k", 3), ("W_v", 2)):
         _linear(module, name, size, 4, bias=False)
     with_bias = cls(4, 3, 2, bias=True)
@@ -196,21 +201,21 @@ def check_SelfAttention(cls) -> None:
         module.W_k.weight.copy_(WK)
         module.W_v.weight.copy_(WV)
     out, weights = expect_pair(module(X), "SelfAttention.forward(x)")
-    expect_tensor(out, (1, 3, 2), "the output (B, T, d_v)")
-    diagnose(weights, SA_W, SA_W_WRONG, what="the weights")
-    diagnose(out, SA_OUT, {}, what="the output")
+    expect_tensor(out, (1, 3, 2), tr("the output (B, T, d_v)"))
+    diagnose(weights, SA_W, SA_W_WRONG, what=tr("the weights"))
+    diagnose(out, SA_OUT, {}, what=tr("the output"))
     if not out.requires_grad:
-        fail("the output is cut off from autograd, so W_q, W_k, W_v could never be trained: "
-             "do not .detach() or rebuild tensors inside forward")
+        fail(tr("the output is cut off from autograd, so W_q, W_k, W_v could never be trained: "
+                "do not .detach() or rebuild tensors inside forward"))
     (out * torch.arange(1.0, 7.0).view(1, 3, 2)).sum().backward()
     for name in ("W_q", "W_k", "W_v"):
         if getattr(module, name).weight.grad is None:
-            fail(f"no gradient reached {name}.weight: do not .detach() or rebuild tensors inside forward")
+            fail(tr("no gradient reached {name}.weight: do not .detach() or rebuild tensors inside forward", name=name))
 
     causal = torch.ones(3, 3, dtype=torch.bool).tril()
     _, weights = expect_pair(module(X, causal), "SelfAttention.forward(x, mask)")
     if close(weights, SA_W):
-        fail("the mask made no difference: pass `mask` on to scaled_dot_product_attention")
-    diagnose(weights, SA_W_CAUSAL, {}, what="the weights with a causal mask")
-    expect_value_error(module, torch.ones(1, 3, 5), what="x whose last size is not d_model")
+        fail(tr("the mask made no difference: pass `mask` on to scaled_dot_product_attention"))
+    diagnose(weights, SA_W_CAUSAL, {}, what=tr("the weights with a causal mask"))
+    expect_value_error(module, torch.ones(1, 3, 5), what=tr("x whose last size is not d_model"))
     passed("SelfAttention")

@@ -32,6 +32,8 @@ import random
 import matplotlib.pyplot as plt
 import torch
 
+from course import tr
+
 SPECIALS = ["[PAD]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 NEXT, RANDOM = 0, 1  # NSP classes, as in BERT's code: 0 = "b follows a", 1 = "b is random"
@@ -301,18 +303,19 @@ def load_hf_bert(model: torch.nn.Module, hf_state) -> torch.nn.Module:
     names = hf_bert_name_map(num_layers)
     missing = sorted(set(ours) - set(names))
     if missing:
-        raise ValueError(f"the model has parameters with no Hugging Face counterpart: {missing[:4]} "
-                         "(see BertForPretraining's docstring for the names)")
+        raise ValueError(tr("the model has parameters with no Hugging Face counterpart: {names} (see "
+                            "BertForPretraining's docstring for the names)", names=missing[:4]))
     absent = sorted(set(names) - set(ours))
     if absent:
-        raise ValueError(f"the model lacks parameters {absent[:4]}")
+        raise ValueError(tr("the model lacks parameters {names}", names=absent[:4]))
     with torch.no_grad():
         for name, param in ours.items():
             source = state.get(names[name])
             if source is None:
-                raise ValueError(f"the Hugging Face state dict has no {names[name]!r}")
+                raise ValueError(tr("the Hugging Face state dict has no {name!r}", name=names[name]))
             if tuple(source.shape) != tuple(param.shape):
-                raise ValueError(f"{name} has shape {tuple(param.shape)}, but {names[name]} has {tuple(source.shape)}")
+                raise ValueError(tr("{name} has shape {shape}, but {theirs} has {their_shape}", name=name,
+                                    shape=tuple(param.shape), theirs=names[name], their_shape=tuple(source.shape)))
             param.copy_(source)
     return model
 
@@ -332,7 +335,8 @@ def bert_base_fill_in(model_class, texts: list[str], pairs: list[tuple[str, str]
                         cfg.intermediate_size, max_len=cfg.max_position_embeddings,
                         num_segments=cfg.type_vocab_size)
     load_hf_bert(model, hf).eval()
-    print(f"bert-base-uncased in your BertForPretraining: {sum(p.numel() for p in model.parameters()):,} parameters")
+    print(tr("bert-base-uncased in your BertForPretraining: {count:,} parameters",
+             count=sum(p.numel() for p in model.parameters())))
     with torch.no_grad():
         for text in texts:
             enc = tokenizer(text, return_tensors="pt")
@@ -345,7 +349,7 @@ def bert_base_fill_in(model_class, texts: list[str], pairs: list[tuple[str, str]
         for a, b in pairs:
             enc = tokenizer(a, b, return_tensors="pt")
             _, nsp_logits = model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"])
-            print(f"P(b follows a) = {nsp_logits.softmax(-1)[0, NEXT].item():.3f}   a: {a}   b: {b}")
+            print(tr("P(b follows a) = {p:.3f}   a: {a}   b: {b}", p=nsp_logits.softmax(-1)[0, NEXT].item(), a=a, b=b))
 
 
 # ---------------------------------------------------------------- plots

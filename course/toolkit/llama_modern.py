@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from course import tr
 from course.toolkit.decoder_masking import show_mask  # noqa: F401 - the mask plot of chapter 06, reused
 
 # ---------------------------------------------------------------- a language model around any blocks
@@ -147,11 +148,11 @@ def _load_by_name(module: nn.Module, state: dict[str, torch.Tensor]) -> nn.Modul
     params = dict(module.named_parameters())
     missing = sorted(set(params) - set(state))
     if missing:
-        raise ValueError(f"no weights for {missing}")
+        raise ValueError(tr("no weights for {missing}", missing=missing))
     wrong = {k: (tuple(params[k].shape), tuple(v.shape)) for k, v in state.items()
              if k in params and params[k].shape != v.shape}
     if wrong:
-        raise ValueError(f"shapes differ (ours, theirs): {wrong}")
+        raise ValueError(tr("shapes differ (ours, theirs): {wrong}", wrong=wrong))
     with torch.no_grad():
         for name, value in state.items():
             params[name].copy_(value)

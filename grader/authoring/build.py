@@ -137,7 +137,8 @@ def source_files(chapter: Chapter) -> dict[str, bytes]:
     the source notebook, every other file of chapters/NN_<name>/ (figures, data), the data the build
     writes (grader.authoring.corpus) and the `course` and `solutions` modules the notebook imports
     (grader.authoring.bundle). A translated edition (grader/source-<lang>/) differs in the notebook's
-    text alone; raises i18n.IncompleteTranslation while its catalogue lacks a unit."""
+    text and carries the translations of its `course` modules' messages (course/messages.json, which
+    course.tr reads); raises i18n.IncompleteTranslation while a catalogue lacks a unit it needs."""
     notebook = build_source_notebook(chapter.edition("en"))
     if chapter.lang != "en":
         notebook = i18n.translate(notebook, chapter, chapter.lang)
@@ -148,7 +149,11 @@ def source_files(chapter: Chapter) -> dict[str, bytes]:
                 raise ValueError(f"{path}: the build writes this name; authored files may not use it")
             wanted[rel] = path.read_bytes()
     wanted.update({rel: text.encode() for rel, text in generated_files(chapter).items()})
-    wanted.update(support_files(chapter))
+    support = support_files(chapter)
+    wanted.update(support)
+    if chapter.lang != "en":
+        carried = [rel for rel in support if rel.startswith("course/") and rel.endswith(".py")]
+        wanted[i18n.MESSAGES_FILE] = i18n.messages_file(carried, chapter.lang)
     return dict(sorted(wanted.items()))
 
 

@@ -6,9 +6,13 @@ it is cut into translation units, each keyed by its English text (gettext's msgi
 - `markdown`: a markdown cell (written answers excepted: the learner writes those);
 - `docstring`: the docstring of an exercise's def or class, or of a method inside it;
 - `code`: a code cell with comments or printed prose, translated as a whole; a translation may
-  change only comments and string constants (checked with `ast`), never the code.
+  change only comments and string constants (checked with `ast`), never the code;
+- `message`: a message of the public checks and helpers the chapter folder carries, `tr("template")`
+  in course/checks/<name>.py or course/toolkit/<name>.py (grader.authoring.messages); a translation
+  keeps the template's `{fields}`. The messages of modules no chapter owns have their own catalogue,
+  `common`.
 
-`i18n/<lang>/<NN_name>.po` holds them. Editing an English unit changes its msgid, so the old
+`i18n/<lang>/<NN_name>.po` (and `common.po`) holds them. Editing an English unit changes its msgid, so the old
 translation no longer applies: `grader translate` keeps it as a fuzzy entry holding the previous
 English (`#| msgid`), which `problems` reports, with the chapter and the unit, until a translator
 updates it and drops the fuzzy flag.
@@ -20,6 +24,7 @@ import copy
 import difflib
 import inspect
 import io
+import json
 import re
 import textwrap
 import tokenize
@@ -29,9 +34,12 @@ from pathlib import Path
 import nbformat
 import polib
 
+from grader.authoring import messages
+from grader.authoring.messages import COMMON, MESSAGES_FILE
 from grader.chapters import LANGUAGES, REPO, Chapter, is_answer_cell
 
-__all__ = ["LANGUAGES", "IncompleteTranslation", "problems", "translate", "units", "update"]
+__all__ = ["COMMON", "LANGUAGES", "MESSAGES_FILE", "IncompleteTranslation", "messages_file", "problems",
+           "translate", "units", "update"]
 CATALOGUES = REPO / "i18n"
 FUZZY_CUTOFF = 0.6  # how alike an edited unit must be to its old English to keep the old translation
 # The one line of prose in a test cell (grader.authoring.build.HIDDEN_TEST), per language.
@@ -49,13 +57,18 @@ class IncompleteTranslation(ValueError):
 
 @dataclass(frozen=True)
 class Unit:
-    kind: str  # markdown | docstring | code
-    where: str  # "cell 12", "SelfAttention.forward"
+    kind: str  # markdown | docstring | code | message
+    where: str  # "cell 12", "SelfAttention.forward", "course/checks/self_attention.py: check_softmax"
     text: str
 
 
-def catalogue_path(chapter: Chapter, lang: str) -> Path:
-    return CATALOGUES / lang / f"{chapter.assignment}.po"
+def _name(catalogue: Chapter | str) -> str:
+    """A catalogue is a chapter's (its assignment, NN_<name>) or COMMON, the shared messages'."""
+    return catalogue if isinstance(catalogue, str) else catalogue.assignment
+
+
+def catalogue_path(catalogue: Chapter | str, lang: str) -> Path:
+    return CATALOGUES / lang / f"{_name(catalogue)}.po"
 
 
 # ------------------------------------------------------------------ what a learner reads
@@ -99,33 +112,42 @@ def units(nb: nbformat.NotebookNode) -> list[Unit]:
     return found
 
 
+def all_units(catalogue: Chapter | str, nb: nbformat.NotebookNode | None) -> list[Unit]:
+    """What a catalogue holds: a chapter's units (its notebook's, then its modules' messages), or the
+    shared messages (COMMON, with nb None)."""
+    found = [] if nb is None else units(nb)
+    return found + [Unit("message", where, text) for where, text in messages.owned(_name(catalogue))]
+
+
 # ------------------------------------------------------------------ catalogues
 def _entry(unit: Unit) -> polib.POEntry:
     return polib.POEntry(msgid=unit.text, msgstr="", comment=f"{unit.kind}: {unit.where}")
 
 
-def load(chapter: Chapter, lang: str) -> polib.POFile:
+def load(chapter: Chapter | str, lang: str) -> polib.POFile:
     path = catalogue_path(chapter, lang)
     if not path.exists():
         catalogue = polib.POFile(wrapwidth=0)
-        catalogue.metadata = {"Project-Id-Version": chapter.assignment, "Language": lang,
+        catalogue.metadata = {"Project-Id-Version": _name(chapter), "Language": lang,
                               "MIME-Version": "1.0", "Content-Type": "text/plain; charset=UTF-8",
                               "Content-Transfer-Encoding": "8bit"}
         return catalogue
     return polib.pofile(str(path), wrapwidth=0)
 
 
-def update(chapter: Chapter, lang: str, nb: nbformat.NotebookNode) -> tuple[polib.POFile, dict[str, int]]:
+def update(chapter: Chapter | str, lang: str,
+           nb: nbformat.NotebookNode | None) -> tuple[polib.POFile, dict[str, int]]:
     """The catalogue with the chapter's units now (msgmerge's job): a unit whose English is unchanged
     keeps its translation; an edited one keeps the most alike old translation, fuzzy, with the old
-    English as previous msgid; units gone from the chapter are dropped."""
+    English as previous msgid; units gone from the chapter are dropped. COMMON (nb None): the shared
+    messages."""
     old = load(chapter, lang)
     known = {e.msgid.strip(): e for e in old if not e.obsolete}  # blank lines around a unit do not count
     leftover = [e for e in old if not e.obsolete and e.msgstr]
     fresh = polib.POFile(wrapwidth=0)
     fresh.metadata = old.metadata
     counts = {"kept": 0, "fuzzy": 0, "new": 0}
-    for unit in units(nb):
+    for unit in all_units(chapter, nb):
         entry = _entry(unit)
         if unit.text.strip() in known:
             previous = known[unit.text.strip()]
@@ -163,17 +185,19 @@ def _code_source(source: str) -> str:
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
 
 
-def problems(chapter: Chapter, lang: str, nb: nbformat.NotebookNode) -> list[str]:
-    """What keeps the chapter's catalogue from translating the chapter: each line names the chapter
-    and the unit (missing, untranslated, out of date, or a code translation that changes code)."""
+def problems(chapter: Chapter | str, lang: str, nb: nbformat.NotebookNode | None) -> list[str]:
+    """What keeps the chapter's catalogue (or COMMON's, nb None) from translating the chapter: each line
+    names the catalogue and the unit (missing, untranslated, out of date, a code translation that changes
+    code, or a message translation with other fields than the English)."""
+    name = _name(chapter)
     catalogue = {e.msgid.strip(): e for e in load(chapter, lang) if not e.obsolete}
     found = []
-    for unit in units(nb):
+    for unit in all_units(chapter, nb):
         first = unit.text.strip().splitlines()[0][:70] if unit.text.strip() else ""
-        label = f"{chapter.assignment} ({lang}) {unit.kind} {unit.where} «{first}»"
+        label = f"{name} ({lang}) {unit.kind} {unit.where} «{first}»"
         entry = catalogue.get(unit.text.strip())
         if entry is None:
-            found.append(f"{label}: not in i18n/{lang}/{chapter.assignment}.po (run `grader translate`)")
+            found.append(f"{label}: not in i18n/{lang}/{name}.po (run `grader translate`)")
         elif "fuzzy" in entry.flags:
             found.append(f"{label}: out of date (the English changed; update the translation, drop `fuzzy`)")
         elif not entry.msgstr.strip():
@@ -185,7 +209,33 @@ def problems(chapter: Chapter, lang: str, nb: nbformat.NotebookNode) -> list[str
                 same = False
             if not same:
                 found.append(f"{label}: the translation changes the code, not only comments and strings")
+        elif unit.kind == "message" and (why := messages.field_problem(unit.text, entry.msgstr)):
+            found.append(f"{label}: {why}")
     return found
+
+
+def messages_file(modules: list[str], lang: str) -> bytes:
+    """The `course/messages.json` of a chapter folder in `lang` that carries `modules` (paths like
+    course/checks/self_attention.py): the translation of each of their messages, from the catalogue
+    that owns the module; raises IncompleteTranslation naming each message that has none."""
+    tables: dict[str, dict[str, str]] = {}
+    table, missing = {}, []
+    for module in modules:
+        name = messages.owner(module)
+        if name not in tables:
+            tables[name] = {e.msgid: e.msgstr for e in load(name, lang)
+                            if not e.obsolete and e.msgstr.strip() and "fuzzy" not in e.flags}
+        for where, text in messages.templates(module):
+            if text in tables[name] and not messages.field_problem(text, tables[name][text]):
+                table[text] = tables[name][text]
+            else:
+                missing.append(f"{name} ({lang}) message {where} «{text[:70]}»: not translated "
+                               f"(`grader translate --check --lang {lang}`)")
+    if missing:
+        raise IncompleteTranslation(sorted(set(missing)))
+    content = {"generated": f"by `grader build` from i18n/{lang}/*.po: edit those, not this file",
+               "lang": lang, "messages": dict(sorted(table.items()))}
+    return (json.dumps(content, ensure_ascii=False, indent=1) + "\n").encode()
 
 
 # ------------------------------------------------------------------ a translated notebook

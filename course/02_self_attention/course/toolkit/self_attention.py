@@ -6,6 +6,8 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
 
+from course import tr
+
 # Hand-made 4-d embeddings. The four features mean roughly:
 #   [is an animal or person, is an action, describes something, is a function word]
 VOCAB = {
@@ -27,7 +29,7 @@ def embed(words: list[str]) -> torch.Tensor:
     """The (T, 4) matrix of hand-made embeddings for a list of words."""
     unknown = [w for w in words if w not in VOCAB]
     if unknown:
-        raise ValueError(f"no embedding for {unknown}; known words: {sorted(VOCAB)}")
+        raise ValueError(tr("no embedding for {unknown}; known words: {known}", unknown=unknown, known=sorted(VOCAB)))
     return torch.tensor([VOCAB[w] for w in words])
 
 
@@ -37,7 +39,8 @@ def show_attention(weights: torch.Tensor, queries: list[str], keys: list[str] | 
     keys = queries if keys is None else keys
     w = weights.detach().cpu().float()
     if w.dim() != 2 or w.shape != (len(queries), len(keys)):
-        raise ValueError(f"weights should be ({len(queries)}, {len(keys)}), got {tuple(w.shape)}")
+        raise ValueError(tr("weights should be ({queries}, {keys}), got {shape}", queries=len(queries), keys=len(keys),
+                            shape=tuple(w.shape)))
     if ax is None:
         _, ax = plt.subplots(figsize=(0.6 * len(keys) + 2, 0.5 * len(queries) + 1.2))
     # Masked-out rows of nothing (all -inf) come back as NaN: seaborn leaves those cells blank.

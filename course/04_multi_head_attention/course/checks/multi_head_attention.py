@@ -16,6 +16,7 @@ from course.checks import (
     fail,
     passed,
     public_check,
+    tr,
 )
 
 
@@ -25,9 +26,9 @@ def _call(fn, *args, what: str):
         return fn(*args)
     except RuntimeError as err:
         if "view" in str(err) or "contiguous" in str(err) or "stride" in str(err):
-            fail(f"{what} raised `{err}`. After a transpose the numbers are no longer laid out in "
-                 "memory in the new order, so `.view` cannot regroup them: use `.reshape(...)` "
-                 "(or `.contiguous().view(...)`).")
+            fail(tr("{what} raised `{err}`. After a transpose the numbers are no longer laid out in "
+                    "memory in the new order, so `.view` cannot regroup them: use `.reshape(...)` "
+                    "(or `.contiguous().view(...)`).", what=what, err=err))
         raise
 
 
@@ -42,11 +43,11 @@ SPLIT_NO_TRANSPOSE = [[[[0.0, 1.0], [2.0, 3.0]], [[4.0, 5.0], [6.0, 7.0]], [[8.0
 SPLIT_STRIDED = [[[[0.0, 3.0], [6.0, 9.0]], [[1.0, 4.0], [7.0, 10.0]], [[2.0, 5.0], [8.0, 11.0]]]]
 # --- end of stored numbers ---
 SPLIT_WRONG = {
-    "you reshaped straight to (B, H, T, Dh): that cuts the flat memory in the wrong places, so head 0 "
-    "holds the whole of token 0 instead of features 0:2 of every token. View as (B, T, H, Dh) first, "
-    "then swap the T and H axes with .transpose(1, 2)": SPLIT_NO_TRANSPOSE,
-    "your heads take every H-th feature (0, 3 / 1, 4 / ...); head h should hold the contiguous slice "
-    "h*Dh:(h+1)*Dh, i.e. view the last axis as (H, Dh), not (Dh, H)": SPLIT_STRIDED,
+    tr("you reshaped straight to (B, H, T, Dh): that cuts the flat memory in the wrong places, so head 0 "
+       "holds the whole of token 0 instead of features 0:2 of every token. View as (B, T, H, Dh) first, "
+       "then swap the T and H axes with .transpose(1, 2)"): SPLIT_NO_TRANSPOSE,
+    tr("your heads take every H-th feature (0, 3 / 1, 4 / ...); head h should hold the contiguous slice "
+       "h*Dh:(h+1)*Dh, i.e. view the last axis as (H, Dh), not (Dh, H)"): SPLIT_STRIDED,
 }
 
 
@@ -54,13 +55,13 @@ SPLIT_WRONG = {
 def check_split_heads(split_heads) -> None:
     out = _call(split_heads, X_SPLIT, 3, what="split_heads(x, 3)")
     if type(out) is torch.Tensor and tuple(out.shape) == (1, 2, 3, 2):
-        fail("split_heads returned (B, T, H, Dh) = (1, 2, 3, 2): move the head axis in front of the "
-             "tokens with .transpose(1, 2), so the result is (B, H, T, Dh)")
+        fail(tr("split_heads returned (B, T, H, Dh) = (1, 2, 3, 2): move the head axis in front of the "
+                "tokens with .transpose(1, 2), so the result is (B, H, T, Dh)"))
     expect_tensor(out, (1, 3, 2, 2), "split_heads(x (1, 2, 6), 3)")
     diagnose(out, SPLIT, SPLIT_WRONG, what="split_heads(x, 3)")
     out = _call(split_heads, X_SPLIT, 1, what="split_heads(x, 1)")
     diagnose(out, X_SPLIT.unsqueeze(1), {}, what="split_heads(x, 1)")
-    expect_value_error(split_heads, X_SPLIT, 4, what="split_heads(x, 4) with D = 6")
+    expect_value_error(split_heads, X_SPLIT, 4, what=tr("split_heads(x, 4) with D = 6"))
     passed("split_heads")
 
 
@@ -75,10 +76,10 @@ MERGE_NO_TRANSPOSE = [[[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0
 MERGE_INTERLEAVED = [[[0.0, 4.0, 8.0, 1.0, 5.0, 9.0], [2.0, 6.0, 10.0, 3.0, 7.0, 11.0]]]
 # --- end of stored numbers ---
 MERGE_WRONG = {
-    "you reshaped (B, H, T, Dh) straight to (B, T, H*Dh): token 0 now holds all of head 0 (both tokens). "
-    "Swap the H and T axes back with .transpose(1, 2) first, then reshape": MERGE_NO_TRANSPOSE,
-    "the heads are interleaved feature by feature; each head's Dh features should sit side by side "
-    "(order the axes (B, T, H, Dh) before flattening the last two, e.g. .transpose(1, 2))": MERGE_INTERLEAVED,
+    tr("you reshaped (B, H, T, Dh) straight to (B, T, H*Dh): token 0 now holds all of head 0 (both tokens). "
+       "Swap the H and T axes back with .transpose(1, 2) first, then reshape"): MERGE_NO_TRANSPOSE,
+    tr("the heads are interleaved feature by feature; each head's Dh features should sit side by side "
+       "(order the axes (B, T, H, Dh) before flattening the last two, e.g. .transpose(1, 2))"): MERGE_INTERLEAVED,
 }
 
 
@@ -89,9 +90,9 @@ def check_merge_heads(merge_heads) -> None:
     diagnose(out, MERGE, MERGE_WRONG, what="merge_heads(x)")
     # The output of attention is usually not contiguous: merge a transposed tensor too.
     y = X_MERGE.transpose(2, 3).contiguous().transpose(2, 3)
-    out = _call(merge_heads, y, what="merge_heads of a non-contiguous tensor")
-    diagnose(out, MERGE, {}, what="merge_heads of a non-contiguous tensor")
-    expect_value_error(merge_heads, torch.zeros(1, 2, 6), what="merge_heads of a 3-d tensor")
+    out = _call(merge_heads, y, what=tr("merge_heads of a non-contiguous tensor"))
+    diagnose(out, MERGE, {}, what=tr("merge_heads of a non-contiguous tensor"))
+    expect_value_error(merge_heads, torch.zeros(1, 2, 6), what=tr("merge_heads of a 3-d tensor"))
     passed("merge_heads")
 
 
@@ -148,21 +149,21 @@ CROSS_OUT = [[[1.598888, 1.0, 0.598888, 0.401112], [1.92568, 1.72253, 0.694305, 
 CROSS_OUT_KEY_AS_VALUE = [[[2.401112, 2.0, 0.401112, 0.598888], [2.796849, 1.27747, 0.07432, 1.64821]]]
 # --- end of stored numbers ---
 MHA_W_WRONG = {
-    "you divided the scores by sqrt(d_model); each head's scores are dot products of size Dh = D/H, "
-    "so divide by sqrt(Dh)": MHA_W_BY_SQRT_D,
-    "your weights sum to 1 over the queries (dim=-2); each query's weights should sum to 1 over the keys":
+    tr("you divided the scores by sqrt(d_model); each head's scores are dot products of size Dh = D/H, "
+       "so divide by sqrt(Dh)"): MHA_W_BY_SQRT_D,
+    tr("your weights sum to 1 over the queries (dim=-2); each query's weights should sum to 1 over the keys"):
         MHA_W_OVER_QUERIES,
-    "the keys (and values) were made with W_q: queries, keys and values each have their own "
-    "projection, W_q, W_k and W_v": MHA_W_ONE_PROJECTION,
-    "your heads mix tokens: the projected (B, T, D) tensors were viewed straight as (B, H, T, Dh); "
-    "use split_heads (view as (B, T, H, Dh), then transpose)": MHA_W_HEADS_MIX_TOKENS,
+    tr("the keys (and values) were made with W_q: queries, keys and values each have their own "
+       "projection, W_q, W_k and W_v"): MHA_W_ONE_PROJECTION,
+    tr("your heads mix tokens: the projected (B, T, D) tensors were viewed straight as (B, H, T, Dh); "
+       "use split_heads (view as (B, T, H, Dh), then transpose)"): MHA_W_HEADS_MIX_TOKENS,
 }
 MHA_OUT_WRONG = {
-    "the weights are right but the output is not: you forgot the output projection W_o after merging the heads":
+    tr("the weights are right but the output is not: you forgot the output projection W_o after merging the heads"):
         MHA_OUT_NO_W_O,
 }
 CROSS_OUT_WRONG = {
-    "the values were computed from the key input: v = W_v(value), k = W_k(key)": CROSS_OUT_KEY_AS_VALUE,
+    tr("the values were computed from the key input: v = W_v(value), k = W_k(key)"): CROSS_OUT_KEY_AS_VALUE,
 }
 
 
@@ -170,13 +171,15 @@ def _linears(module, bias: bool) -> None:
     for name in ("W_q", "W_k", "W_v", "W_o"):
         layer = getattr(module, name, None)
         if not isinstance(layer, nn.Linear):
-            fail(f"self.{name} should be an nn.Linear, got {type(layer).__name__}")
+            fail(tr("self.{name} should be an nn.Linear, got {type}", name=name, type=type(layer).__name__))
         if (layer.in_features, layer.out_features) != (4, 4):
-            fail(f"self.{name} maps {layer.in_features} -> {layer.out_features}; every projection is "
-                 "d_model -> d_model (the heads are slices of it, not separate layers)")
+            fail(tr("self.{name} maps {in_features} -> {out_features}; every projection is "
+                    "d_model -> d_model (the heads are slices of it, not separate layers)",
+                    name=name, in_features=layer.in_features, out_features=layer.out_features))
         if (layer.bias is not None) != bias:
-            fail(f"self.{name} should {'have' if bias else 'not have'} a bias when bias={bias}: "
-                 "pass bias=bias to nn.Linear")
+            if bias:
+                fail(tr("self.{name} should have a bias when bias=True: pass bias=bias to nn.Linear", name=name))
+            fail(tr("self.{name} should not have a bias when bias=False: pass bias=bias to nn.Linear", name=name))
 
 
 def _load(cls, **kwargs):
@@ -191,62 +194,62 @@ def _load(cls, **kwargs):
 @public_check
 def check_MultiHeadAttention(cls) -> None:
     avoid_library_call(cls, ("MultiheadAttention", "multi_head_attention_forward", "scaled_dot_product_attention"),
-                       "your MultiHeadAttention calls a library attention (nn.MultiheadAttention or "
-                       "F.scaled_dot_product_attention): the grader gives zero for that. The plain name "
-                       "scaled_dot_product_attention (chapter 02's function, imported above) is fine")
+                       tr("your MultiHeadAttention calls a library attention (nn.MultiheadAttention or "
+                          "F.scaled_dot_product_attention): the grader gives zero for that. The plain name "
+                          "scaled_dot_product_attention (chapter 02's function, imported above) is fine"))
     module = cls(4, 2)
     if not isinstance(module, nn.Module):
-        fail("MultiHeadAttention should subclass nn.Module (and call super().__init__())")
+        fail(tr("MultiHeadAttention should subclass nn.Module (and call super().__init__())"))
     _linears(module, bias=True)
-    expect_value_error(cls, 6, 4, what="MultiHeadAttention(6, 4) (6 is not divisible by 4)")
+    expect_value_error(cls, 6, 4, what=tr("MultiHeadAttention(6, 4) (6 is not divisible by 4)"))
 
     module = _load(cls)
     with torch.no_grad():
         out, weights = expect_pair(module(X, X, X), "MultiHeadAttention.forward(x, x, x)")
     if type(weights) is torch.Tensor and tuple(weights.shape) == (1, 3, 3):
-        fail("weights have shape (B, T, S) = (1, 3, 3): return every head's map, (B, H, T, S), "
-             "not the average over the heads")
-    expect_tensor(weights, (1, 2, 3, 3), "the weights (B, H, T, S)")
-    diagnose(weights, MHA_W, MHA_W_WRONG, what="the weights")
-    expect_tensor(out, (1, 3, 4), "the output (B, T, D)")
-    diagnose(out, MHA_OUT, MHA_OUT_WRONG, what="the output")
+        fail(tr("weights have shape (B, T, S) = (1, 3, 3): return every head's map, (B, H, T, S), "
+                "not the average over the heads"))
+    expect_tensor(weights, (1, 2, 3, 3), tr("the weights (B, H, T, S)"))
+    diagnose(weights, MHA_W, MHA_W_WRONG, what=tr("the weights"))
+    expect_tensor(out, (1, 3, 4), tr("the output (B, T, D)"))
+    diagnose(out, MHA_OUT, MHA_OUT_WRONG, what=tr("the output"))
 
     causal = CAUSAL
     with torch.no_grad():
         _, weights = expect_pair(module(X, X, X, causal), "MultiHeadAttention.forward(x, x, x, mask)")
-    expect_tensor(weights, (1, 2, 3, 3), "the masked weights")
+    expect_tensor(weights, (1, 2, 3, 3), tr("the masked weights"))
     if close(weights, MHA_W):
-        fail("the mask made no difference: pass `mask` on to the attention")
+        fail(tr("the mask made no difference: pass `mask` on to the attention"))
     blocked = weights.detach()[..., ~causal]
     if torch.isnan(weights).any() or not (blocked == 0).all():
-        fail("keys where the mask is False got weight (or the weights are nan): True means "
-             "'may attend', so fill the scores with -inf where `~mask`")
-    diagnose(weights, MASK_W, {}, what="the weights with a causal mask")
+        fail(tr("keys where the mask is False got weight (or the weights are nan): True means "
+                "'may attend', so fill the scores with -inf where `~mask`"))
+    diagnose(weights, MASK_W, {}, what=tr("the weights with a causal mask"))
 
     with torch.no_grad():
         out, weights = expect_pair(module(Q2, X, V3), "MultiHeadAttention.forward(query, key, value)")
-    expect_tensor(weights, (1, 2, 2, 3), "the cross-attention weights (B, H, T, S) with T=2, S=3")
-    diagnose(weights, CROSS_W, {}, what="the cross-attention weights")
-    expect_tensor(out, (1, 2, 4), "the cross-attention output (B, T, D)")
-    diagnose(out, CROSS_OUT, CROSS_OUT_WRONG, what="the cross-attention output")
+    expect_tensor(weights, (1, 2, 2, 3), tr("the cross-attention weights (B, H, T, S) with T=2, S=3"))
+    diagnose(weights, CROSS_W, {}, what=tr("the cross-attention weights"))
+    expect_tensor(out, (1, 2, 4), tr("the cross-attention output (B, T, D)"))
+    diagnose(out, CROSS_OUT, CROSS_OUT_WRONG, what=tr("the cross-attention output"))
 
     module = _load(cls, dropout=0.5)
     module.eval()
     with torch.no_grad():
-        out, weights = expect_pair(module(X, X, X), "forward in eval mode")
+        out, weights = expect_pair(module(X, X, X), tr("forward in eval mode"))
     if not close(weights, MHA_W):
-        fail("with dropout=0.5 in eval() mode the weights changed: dropout must only act while training "
-             "(nn.Dropout does this for you; F.dropout needs training=self.training)")
+        fail(tr("with dropout=0.5 in eval() mode the weights changed: dropout must only act while training "
+                "(nn.Dropout does this for you; F.dropout needs training=self.training)"))
     module.train()
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(0)
         out, weights = expect_pair(module(X.expand(8, 3, 4), X.expand(8, 3, 4), X.expand(8, 3, 4)),
-                                   "forward in train mode")
+                                   tr("forward in train mode"))
     if not (weights == 0).any():
-        fail("with dropout=0.5 in train mode no attention weight was zeroed: apply dropout to the "
-             "weights, before they multiply the values (not to the output), and return those weights")
+        fail(tr("with dropout=0.5 in train mode no attention weight was zeroed: apply dropout to the "
+                "weights, before they multiply the values (not to the output), and return those weights"))
     expect_value_error(module, X, torch.ones(1, 3, 5), torch.ones(1, 3, 5),
-                       what="a key whose last size is not d_model")
+                       what=tr("a key whose last size is not d_model"))
     passed("MultiHeadAttention")
 
 
@@ -255,18 +258,19 @@ def check_MultiHeadAttention(cls) -> None:
 @public_check
 def check_mha_parameter_count(count) -> None:
     avoid_library_call(count, ("parameters", "named_parameters"),
-                       "count the parameters by hand: building a module and calling .parameters() scores zero")
+                       tr("count the parameters by hand: building a module and calling .parameters() scores zero"))
     got = count(4)
     if isinstance(got, float):
-        fail(f"mha_parameter_count(4) returned the float {got}; a count is an int (use ** 2 or d*d, not ** 2.0)")
+        fail(tr("mha_parameter_count(4) returned the float {got}; a count is an int (use ** 2 or d*d, not ** 2.0)",
+                got=got))
     wrong = {
-        64: "That is 4*D*D: you forgot the four bias vectors of D numbers each",
-        68: "That is 4*D*D + D, the GPT-2 layout where only W_o has a bias; here all four layers have one",
-        60: "That counts W_q, W_k, W_v but not the output projection W_o",
+        64: tr("That is 4*D*D: you forgot the four bias vectors of D numbers each"),
+        68: tr("That is 4*D*D + D, the GPT-2 layout where only W_o has a bias; here all four layers have one"),
+        60: tr("That counts W_q, W_k, W_v but not the output projection W_o"),
     }
     if got != 80:
-        fail(f"mha_parameter_count(4) = {got!r}, expected 80. " + wrong.get(got, ""))
+        fail(tr("mha_parameter_count(4) = {got!r}, expected 80. {hint}", got=got, hint=wrong.get(got, "")))
     if count(4, bias=False) != 64:
-        fail(f"mha_parameter_count(4, bias=False) = {count(4, bias=False)!r}, expected 4*4*4 = 64")
+        fail(tr("mha_parameter_count(4, bias=False) = {got!r}, expected 4*4*4 = 64", got=count(4, bias=False)))
     expect_value_error(count, 0, what="mha_parameter_count(0)")
     passed("mha_parameter_count")

@@ -24,6 +24,7 @@ from course.checks import (
     fail,
     passed,
     public_check,
+    tr,
 )
 
 T = torch.tensor
@@ -43,8 +44,8 @@ def fill(module: nn.Module, keys: list[str]) -> None:
     state = module.state_dict()
     missing = [k for k in keys if k not in state]
     if missing:
-        fail(f"your module has no parameter {missing[0]}; its parameters are {sorted(state)}. "
-             "Use the attribute names of the docstring")
+        fail(tr("your module has no parameter {name}; its parameters are {names}. "
+                "Use the attribute names of the docstring", name=missing[0], names=sorted(state)))
     with torch.no_grad():
         for k, key in enumerate(keys):
             p = state[key]
@@ -68,12 +69,12 @@ CAUSAL = torch.ones(3, 3, dtype=torch.bool).tril()
 def _float_parameter(module: nn.Module, name: str, shape: tuple[int, ...]) -> None:
     value = getattr(module, name, None)
     if value is None:
-        fail(f"self.{name} is missing")
+        fail(tr("self.{name} is missing", name=name))
     if not isinstance(value, nn.Parameter):
-        fail(f"self.{name} should be an nn.Parameter (wrap the tensor: nn.Parameter(torch.ones(d_model))), "
-             f"otherwise the optimiser never sees it and .to(device) does not move it")
+        fail(tr("self.{name} should be an nn.Parameter (wrap the tensor: nn.Parameter(torch.ones(d_model))), "
+                "otherwise the optimiser never sees it and .to(device) does not move it", name=name))
     if tuple(value.shape) != shape:
-        fail(f"self.{name} has shape {tuple(value.shape)}; expected {shape}")
+        fail(tr("self.{name} has shape {got}; expected {shape}", name=name, got=tuple(value.shape), shape=shape))
 
 
 def _match(actual, expected, mistakes: dict, what: str, otherwise: str) -> None:
@@ -84,7 +85,7 @@ def _match(actual, expected, mistakes: dict, what: str, otherwise: str) -> None:
     for hint, wrong in mistakes.items():
         if close(actual, wrong):
             fail(hint)
-    fail(f"{what} differs from the expected values. {otherwise}")
+    fail(tr("{what} differs from the expected values. {otherwise}", what=what, otherwise=otherwise))
 
 
 # ---------------------------------------------------------------- layer_norm
@@ -109,30 +110,31 @@ LN_DIM0_3D = [[[0.99998, 0.599998, -0.799999, -2.299995], [-0.99998, -0.399998, 
 @public_check
 def check_layer_norm(fn) -> None:
     avoid_library_call(fn, ("layer_norm", "LayerNorm", "native_layer_norm"),
-                       "compute the mean and the variance yourself: F.layer_norm / nn.LayerNorm score zero here")
+                       tr("compute the mean and the variance yourself: F.layer_norm / nn.LayerNorm score zero here"))
     out = fn(X, W, B)
     expect_tensor(out, (2, 4), "layer_norm(x (2, 4), weight, bias)")
     mistakes = {
-        "you used the unbiased variance (divide by D - 1, the default of torch.var / x.var / x.std): "
-        "LayerNorm divides by D; use ((x - mean) ** 2).mean(-1) or x.var(-1, unbiased=False)": LN_UNBIASED,
-        "eps belongs inside the square root, sqrt(var + eps), not after it (std + eps); the two differ "
-        "on rows of small variance like row 1": LN_EPS_OUTSIDE,
-        "two mistakes: x.std() is unbiased (divide by D, not D - 1) and eps belongs inside the square root": LN_STD_EPS,
-        "you forgot to scale by weight and shift by bias at the end": LN_NO_AFFINE,
-        "you normalised over dim 0 (down the batch); LayerNorm normalises each vector over its last axis, "
-        "dim=-1, keepdim=True": LN_DIM0,
+        tr("you used the unbiased variance (divide by D - 1, the default of torch.var / x.var / x.std): "
+           "LayerNorm divides by D; use ((x - mean) ** 2).mean(-1) or x.var(-1, unbiased=False)"): LN_UNBIASED,
+        tr("eps belongs inside the square root, sqrt(var + eps), not after it (std + eps); the two differ "
+           "on rows of small variance like row 1"): LN_EPS_OUTSIDE,
+        tr("two mistakes: x.std() is unbiased (divide by D, not D - 1) and eps belongs inside the square "
+           "root"): LN_STD_EPS,
+        tr("you forgot to scale by weight and shift by bias at the end"): LN_NO_AFFINE,
+        tr("you normalised over dim 0 (down the batch); LayerNorm normalises each vector over its last axis, "
+           "dim=-1, keepdim=True"): LN_DIM0,
     }
-    diagnose(out, LN_OUT, mistakes, "layer_norm(x, weight, bias) for x (2, 4)")
+    diagnose(out, LN_OUT, mistakes, tr("layer_norm(x, weight, bias) for x (2, 4)"))
     _match(fn(X, W, B, eps=0.5), LN_OUT_EPS, {
-        "the eps argument is ignored: use the eps you are given, not a fixed 1e-5": LN_OUT,
-    }, "layer_norm(x, weight, bias, eps=0.5)", "Add eps to the variance inside the square root.")
+        tr("the eps argument is ignored: use the eps you are given, not a fixed 1e-5"): LN_OUT,
+    }, "layer_norm(x, weight, bias, eps=0.5)", tr("Add eps to the variance inside the square root."))
     _match(fn(X.view(1, 2, 4), W, B), [LN_OUT], {
-        "for a (1, 2, 4) input you normalised over dim 1: normalise over the last axis, dim=-1, so that "
-        "any number of leading (batch, position) axes works": LN_DIM0_3D,
-    }, "layer_norm of the same numbers shaped (1, 2, 4)", "Normalise over dim=-1 with keepdim=True.")
+        tr("for a (1, 2, 4) input you normalised over dim 1: normalise over the last axis, dim=-1, so that "
+           "any number of leading (batch, position) axes works"): LN_DIM0_3D,
+    }, tr("layer_norm of the same numbers shaped (1, 2, 4)"), tr("Normalise over dim=-1 with keepdim=True."))
     big = fn(torch.sin(torch.arange(120.0)).view(2, 3, 5, 4), W, B)
-    expect_tensor(big, (2, 3, 5, 4), "layer_norm of a (2, 3, 5, 4) input")
-    expect_value_error(fn, X, torch.ones(3), B, what="a weight of shape (3,) for D = 4")
+    expect_tensor(big, (2, 3, 5, 4), tr("layer_norm of a (2, 3, 5, 4) input"))
+    expect_value_error(fn, X, torch.ones(3), B, what=tr("a weight of shape (3,) for D = 4"))
     passed("layer_norm")
 
 
@@ -146,30 +148,30 @@ LN_PLAIN = [[0.0, 0.392232, 1.176696, -1.568928], [0.254756, -0.618693, -0.03639
 @public_check
 def check_LayerNorm(cls) -> None:
     avoid_library_call(cls, ("layer_norm", "LayerNorm", "native_layer_norm"),
-                       "use your own layer_norm inside LayerNorm: F.layer_norm / nn.LayerNorm score zero here")
+                       tr("use your own layer_norm inside LayerNorm: F.layer_norm / nn.LayerNorm score zero here"))
     m = cls(4)
     if not isinstance(m, nn.Module):
-        fail("LayerNorm should subclass nn.Module (and call super().__init__())")
+        fail(tr("LayerNorm should subclass nn.Module (and call super().__init__())"))
     _float_parameter(m, "weight", (4,))
     _float_parameter(m, "bias", (4,))
     if not close(m.weight.detach(), torch.ones(4), atol=0) or not close(m.bias.detach(), torch.zeros(4), atol=0):
-        fail("a fresh LayerNorm should only normalise: initialise weight to ones and bias to zeros")
+        fail(tr("a fresh LayerNorm should only normalise: initialise weight to ones and bias to zeros"))
     names = sorted(name for name, _ in m.named_parameters())
     if names != ["bias", "weight"]:
-        fail(f"LayerNorm should have exactly two parameters, weight and bias; found {names}")
+        fail(tr("LayerNorm should have exactly two parameters, weight and bias; found {names}", names=names))
     with torch.no_grad():
         m.weight.copy_(W)
         m.bias.copy_(B)
     out = m(X)
-    _match(out, LN_OUT, {"the output ignores weight and bias: return layer_norm(x, self.weight, self.bias, self.eps)":
-                         LN_NO_AFFINE},
-           "LayerNorm(4)(x) with weight and bias set", "Does your layer_norm pass its check?")
-    _match(cls(4, eps=0.5)(X), LN_PLAIN_EPS, {"LayerNorm(4, eps=0.5) ignores its eps: keep it (self.eps = eps) "
-                                              "and pass it on to layer_norm": LN_PLAIN},
-           "LayerNorm(4, eps=0.5)(x)", "Store eps and pass it to layer_norm.")
+    _match(out, LN_OUT, {
+        tr("the output ignores weight and bias: return layer_norm(x, self.weight, self.bias, self.eps)"): LN_NO_AFFINE,
+    }, tr("LayerNorm(4)(x) with weight and bias set"), tr("Does your layer_norm pass its check?"))
+    _match(cls(4, eps=0.5)(X), LN_PLAIN_EPS, {tr("LayerNorm(4, eps=0.5) ignores its eps: keep it (self.eps = eps) "
+                                                 "and pass it on to layer_norm"): LN_PLAIN},
+           "LayerNorm(4, eps=0.5)(x)", tr("Store eps and pass it to layer_norm."))
     out.sum().backward()
     if m.weight.grad is None or m.bias.grad is None:
-        fail("no gradient reached weight or bias: use self.weight and self.bias in forward")
+        fail(tr("no gradient reached weight or bias: use self.weight and self.bias in forward"))
     passed("LayerNorm")
 
 
@@ -197,20 +199,21 @@ def check_PositionwiseFeedForward(cls) -> None:
     for name, (n_in, n_out) in (("linear1", (3, 4)), ("linear2", (4, 3))):
         layer = getattr(m, name, None)
         if not isinstance(layer, nn.Linear):
-            fail(f"self.{name} should be an nn.Linear, got {type(layer).__name__}")
+            fail(tr("self.{name} should be an nn.Linear, got {type}", name=name, type=type(layer).__name__))
         if (layer.in_features, layer.out_features) != (n_in, n_out):
-            fail(f"self.{name} maps {layer.in_features} -> {layer.out_features}; expected {n_in} -> {n_out} "
-                 "(linear1: d_model -> d_ff, linear2: d_ff -> d_model)")
+            fail(tr("self.{name} maps {got_in} -> {got_out}; expected {n_in} -> {n_out} "
+                    "(linear1: d_model -> d_ff, linear2: d_ff -> d_model)", name=name, got_in=layer.in_features,
+                    got_out=layer.out_features, n_in=n_in, n_out=n_out))
     if not isinstance(getattr(m, "dropout", None), nn.Dropout):
-        fail("self.dropout should be nn.Dropout(dropout)")
+        fail(tr("self.dropout should be nn.Dropout(dropout)"))
     m.load_state_dict(FFN_STATE)
     diagnose(m(FFN_X), FFN_OUT, {
-        "there is no activation: put a ReLU between linear1 and linear2 (without it the two layers "
-        "collapse into one linear map)": FFN_NO_RELU,
-        "the ReLU belongs between the two layers, not after linear2 (the block's output may be negative)":
+        tr("there is no activation: put a ReLU between linear1 and linear2 (without it the two layers "
+           "collapse into one linear map)"): FFN_NO_RELU,
+        tr("the ReLU belongs between the two layers, not after linear2 (the block's output may be negative)"):
             FFN_RELU_LAST,
-        "the block has a ReLU after linear2 as well; only the hidden units pass through ReLU": FFN_RELU_TWICE,
-    }, "PositionwiseFeedForward(3, 4)(x) with hand-set weights")
+        tr("the block has a ReLU after linear2 as well; only the hidden units pass through ReLU"): FFN_RELU_TWICE,
+    }, tr("PositionwiseFeedForward(3, 4)(x) with hand-set weights"))
     m = cls(4, 64, dropout=0.5)
     fill(m, ["linear1.weight", "linear1.bias", "linear2.weight"])
     with torch.no_grad():
@@ -219,8 +222,8 @@ def check_PositionwiseFeedForward(cls) -> None:
         torch.manual_seed(0)
         out = m.train()(sequence(5, 4))
     if (out == 0).float().mean() > 0.2:
-        fail("in training mode many outputs are exactly 0: dropout belongs on the hidden units, "
-             "linear2(dropout(relu(linear1(x)))), not on the block's output")
+        fail(tr("in training mode many outputs are exactly 0: dropout belongs on the hidden units, "
+                "linear2(dropout(relu(linear1(x)))), not on the block's output"))
     passed("PositionwiseFeedForward")
 
 
@@ -248,28 +251,28 @@ def check_AddNorm(cls) -> None:
     m = cls(4)
     norm = getattr(m, "norm", None)
     if not isinstance(norm, nn.Module) or sorted(n for n, _ in norm.named_parameters()) != ["bias", "weight"]:
-        fail("self.norm should be your LayerNorm(d_model), with parameters weight and bias")
+        fail(tr("self.norm should be your LayerNorm(d_model), with parameters weight and bias"))
     if not isinstance(getattr(m, "dropout", None), nn.Dropout):
-        fail("self.dropout should be nn.Dropout(dropout)")
+        fail(tr("self.dropout should be nn.Dropout(dropout)"))
     with torch.no_grad():
         norm.weight.copy_(W)
         norm.bias.copy_(B)
     _match(m(AN_X, AN_SUB), AN_OUT, {
-        "you normalised x before adding: the sum comes first, norm(x + sublayer_out)": AN_NORM_THEN_ADD,
-        "the residual is missing: the output must depend on x, norm(x + sublayer_out)": AN_NO_RESIDUAL,
-        "you normalised only sublayer_out and added x after: norm(x + sublayer_out)": AN_X_PLUS_NORM,
-        "there is no LayerNorm: return self.norm(x + dropout(sublayer_out))": AN_NO_NORM,
-        "sublayer_out is ignored: add it to x before normalising": AN_NO_SUB,
-    }, "AddNorm(4)(x, sublayer_out)", "Expected self.norm(x + self.dropout(sublayer_out)); "
-       "does your LayerNorm pass its check?")
-    expect_value_error(m, AN_X, AN_SUB[:, :1], what="x (1, 2, 4) with sublayer_out (1, 1, 4)")
+        tr("you normalised x before adding: the sum comes first, norm(x + sublayer_out)"): AN_NORM_THEN_ADD,
+        tr("the residual is missing: the output must depend on x, norm(x + sublayer_out)"): AN_NO_RESIDUAL,
+        tr("you normalised only sublayer_out and added x after: norm(x + sublayer_out)"): AN_X_PLUS_NORM,
+        tr("there is no LayerNorm: return self.norm(x + dropout(sublayer_out))"): AN_NO_NORM,
+        tr("sublayer_out is ignored: add it to x before normalising"): AN_NO_SUB,
+    }, "AddNorm(4)(x, sublayer_out)", tr("Expected self.norm(x + self.dropout(sublayer_out)); "
+          "does your LayerNorm pass its check?"))
+    expect_value_error(m, AN_X, AN_SUB[:, :1], what=tr("x (1, 2, 4) with sublayer_out (1, 1, 4)"))
     m.dropout.p = 0.5
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         out = m.train()(AN_X, torch.zeros(1, 2, 4))
-    _match(out, AN_NO_SUB, {}, "training-mode AddNorm(4, dropout=0.5)(x, zeros)",
-           "Dropout acts on sublayer_out only: with sublayer_out = 0 the output is norm(x) whatever dropout does. "
-           "Apply self.dropout to sublayer_out, not to the sum.")
+    _match(out, AN_NO_SUB, {}, tr("training-mode AddNorm(4, dropout=0.5)(x, zeros)"),
+           tr("Dropout acts on sublayer_out only: with sublayer_out = 0 the output is norm(x) whatever dropout does. "
+              "Apply self.dropout to sublayer_out, not to the sum."))
     passed("AddNorm")
 
 
@@ -311,8 +314,8 @@ def _layer(cls, norm_first: bool):
     m = cls(4, 2, 8, norm_first=norm_first)
     for name in ("self_attn", "ffn", "norm1", "norm2", "dropout1", "dropout2"):
         if not hasattr(m, name):
-            fail(f"EncoderLayer has no attribute `{name}`; the docstring lists self_attn, ffn, norm1, norm2, "
-                 "dropout1 and dropout2")
+            fail(tr("EncoderLayer has no attribute `{name}`; the docstring lists self_attn, ffn, norm1, norm2, "
+                    "dropout1 and dropout2", name=name))
     fill(m, LAYER_KEYS)
     return m
 
@@ -321,37 +324,37 @@ def _layer(cls, norm_first: bool):
 def check_EncoderLayer(cls) -> None:
     avoid_library_call(cls, ("TransformerEncoderLayer", "TransformerEncoder", "MultiheadAttention",
                              "multi_head_attention_forward"),
-                       "build the layer from MultiHeadAttention, your feed-forward block and your LayerNorms; "
-                       "nn.TransformerEncoderLayer / nn.MultiheadAttention score zero here")
-    otherwise = "Do LayerNorm and PositionwiseFeedForward pass their checks?"
+                       tr("build the layer from MultiHeadAttention, your feed-forward block and your LayerNorms; "
+                          "nn.TransformerEncoderLayer / nn.MultiheadAttention score zero here"))
+    otherwise = tr("Do LayerNorm and PositionwiseFeedForward pass their checks?")
     x = sequence()
     post = _layer(cls, norm_first=False)
     out = post(x)
-    expect_tensor(out, (1, 3, 4), "EncoderLayer(4, 2, 8)(x) for x (1, 3, 4)")
+    expect_tensor(out, (1, 3, 4), tr("EncoderLayer(4, 2, 8)(x) for x (1, 3, 4)"))
     _match(out, POST_OUT, {
-        "Post-LN: the feed-forward block must read the output of the attention sub-layer (after norm1), "
-        "not the layer's input x": POST_FFN_ON_INPUT,
-        "norm1 and norm2 are swapped: norm1 follows the attention sub-layer, norm2 the feed-forward block":
+        tr("Post-LN: the feed-forward block must read the output of the attention sub-layer (after norm1), "
+           "not the layer's input x"): POST_FFN_ON_INPUT,
+        tr("norm1 and norm2 are swapped: norm1 follows the attention sub-layer, norm2 the feed-forward block"):
             POST_SWAPPED,
-        "with norm_first=False you computed Pre-LN: Post-LN is x = norm1(x + attn(x)), then "
-        "x = norm2(x + ffn(x))": PRE_OUT,
-    }, "the Post-LN output (norm_first=False)", otherwise)
+        tr("with norm_first=False you computed Pre-LN: Post-LN is x = norm1(x + attn(x)), then "
+           "x = norm2(x + ffn(x))"): PRE_OUT,
+    }, tr("the Post-LN output (norm_first=False)"), otherwise)
     masked = post(x, CAUSAL)
     if close(masked, POST_OUT):
-        fail("the mask made no difference: pass it to self_attn(x, x, x, mask)")
-    _match(masked, POST_MASKED, {}, "the Post-LN output with a causal mask", otherwise)
+        fail(tr("the mask made no difference: pass it to self_attn(x, x, x, mask)"))
+    _match(masked, POST_MASKED, {}, tr("the Post-LN output with a causal mask"), otherwise)
 
     pre = _layer(cls, norm_first=True)
     _match(pre(x), PRE_OUT, {
-        "Pre-LN must leave the residual stream unnormalised: x = x + attn(norm1(x)), not "
-        "x = norm1(x) + attn(norm1(x))": PRE_NORMED_STREAM,
-        "norm1 and norm2 are swapped: norm1 goes in front of attention, norm2 in front of the feed-forward block":
+        tr("Pre-LN must leave the residual stream unnormalised: x = x + attn(norm1(x)), not "
+           "x = norm1(x) + attn(norm1(x))"): PRE_NORMED_STREAM,
+        tr("norm1 and norm2 are swapped: norm1 goes in front of attention, norm2 in front of the feed-forward block"):
             PRE_SWAPPED,
-        "with norm_first=True you computed Post-LN: Pre-LN is x = x + attn(norm1(x)), then "
-        "x = x + ffn(norm2(x))": POST_OUT,
-        "Pre-LN has no LayerNorm after the residual sums: x = x + attn(norm1(x)), then x = x + ffn(norm2(x))":
+        tr("with norm_first=True you computed Post-LN: Pre-LN is x = x + attn(norm1(x)), then "
+           "x = x + ffn(norm2(x))"): POST_OUT,
+        tr("Pre-LN has no LayerNorm after the residual sums: x = x + attn(norm1(x)), then x = x + ffn(norm2(x))"):
             PRE_BOTH_NORMS,
-    }, "the Pre-LN output (norm_first=True)", otherwise)
+    }, tr("the Pre-LN output (norm_first=True)"), otherwise)
     expect_dropouts(cls(4, 2, 8, dropout=0.3), 0.3, ("self_attn.dropout", "ffn.dropout", "dropout1", "dropout2"))
     x = sequence()
     for norm_first in (False, True):
@@ -360,10 +363,13 @@ def check_EncoderLayer(cls) -> None:
             out = layer(x)
         want = x if norm_first else F.layer_norm(F.layer_norm(x, (4,)), (4,))
         if not close(out, want, atol=1e-4):
-            fail(f"with dropout=1.0 in training mode every sublayer output is dropped, so a "
-                 f"{'Pre' if norm_first else 'Post'}-LN layer should return "
-                 f"{'x itself' if norm_first else 'norm2(norm1(x))'}: apply dropout1 to the attention output and "
-                 "dropout2 to the feed-forward output (not to the residual sum), and call the modules in forward")
+            if norm_first:
+                fail(tr("with dropout=1.0 in training mode every sublayer output is dropped, so a Pre-LN layer should "
+                        "return x itself: apply dropout1 to the attention output and dropout2 to the feed-forward "
+                        "output (not to the residual sum), and call the modules in forward"))
+            fail(tr("with dropout=1.0 in training mode every sublayer output is dropped, so a Post-LN layer should "
+                    "return norm2(norm1(x)): apply dropout1 to the attention output and dropout2 to the feed-forward "
+                    "output (not to the residual sum), and call the modules in forward"))
     passed("EncoderLayer")
 
 
@@ -401,34 +407,35 @@ def _encoder_keys(num_layers: int, norm_first: bool) -> list[str]:
 @public_check
 def check_Encoder(cls) -> None:
     avoid_library_call(cls, ("TransformerEncoderLayer", "TransformerEncoder"),
-                       "stack your own EncoderLayers: nn.TransformerEncoder scores zero here")
+                       tr("stack your own EncoderLayers: nn.TransformerEncoder scores zero here"))
     post, pre = cls(2, 4, 2, 8), cls(2, 4, 2, 8, norm_first=True)
     layers = getattr(post, "layers", None)
     if not isinstance(layers, nn.ModuleList) or len(layers) != 2:
-        fail("self.layers should be an nn.ModuleList holding num_layers EncoderLayers")
+        fail(tr("self.layers should be an nn.ModuleList holding num_layers EncoderLayers"))
     if layers[0] is layers[1]:
-        fail("the layers are one and the same object, so they share their weights: build a new "
-             "EncoderLayer for every position, e.g. nn.ModuleList(EncoderLayer(...) for _ in range(num_layers))")
+        fail(tr("the layers are one and the same object, so they share their weights: build a new "
+                "EncoderLayer for every position, e.g. nn.ModuleList(EncoderLayer(...) for _ in range(num_layers))"))
     per_layer = sum(p.numel() for p in layers[0].parameters())
     if sum(p.numel() for p in post.parameters()) != 2 * per_layer:
-        fail("a Post-LN encoder has no parameters besides its layers: set self.norm = nn.Identity() "
-             "when norm_first is False (PyTorch's nn.TransformerEncoder has norm=None there)")
+        fail(tr("a Post-LN encoder has no parameters besides its layers: set self.norm = nn.Identity() "
+                "when norm_first is False (PyTorch's nn.TransformerEncoder has norm=None there)"))
     if sum(p.numel() for p in pre.parameters()) != 2 * per_layer + 8:
-        fail("a Pre-LN encoder needs a final LayerNorm(d_model) as self.norm: its residual stream is never "
-             "normalised otherwise")
+        fail(tr("a Pre-LN encoder needs a final LayerNorm(d_model) as self.norm: its residual stream is never "
+                "normalised otherwise"))
     fill(post, _encoder_keys(2, False))
     fill(pre, _encoder_keys(2, True))
     x = sequence()
     _match(post(x), ENC_POST_OUT, {
-        "every layer received the encoder input: feed each layer the previous layer's output": ENC_POST_SAME_INPUT,
-    }, "the Post-LN encoder output", "Does EncoderLayer pass its check?")
+        tr("every layer received the encoder input: feed each layer the previous layer's output"): ENC_POST_SAME_INPUT,
+    }, tr("the Post-LN encoder output"), tr("Does EncoderLayer pass its check?"))
     _match(pre(x), ENC_PRE_OUT, {
-        "the final LayerNorm is missing: return self.norm(x) after the last layer": ENC_PRE_NO_NORM,
-        "every layer received the encoder input: feed each layer the previous layer's output": ENC_PRE_SAME_INPUT,
-    }, "the Pre-LN encoder output", "Does EncoderLayer pass its check?")
+        tr("the final LayerNorm is missing: return self.norm(x) after the last layer"): ENC_PRE_NO_NORM,
+        tr("every layer received the encoder input: feed each layer the previous layer's output"): ENC_PRE_SAME_INPUT,
+    }, tr("the Pre-LN encoder output"), tr("Does EncoderLayer pass its check?"))
     masked = pre(x, CAUSAL)
     if close(masked, ENC_PRE_OUT):
-        fail("the mask made no difference: pass it to every layer, layer(x, mask)")
-    _match(masked, ENC_PRE_MASKED, {}, "the Pre-LN encoder output with a causal mask", "Pass the mask to every layer.")
+        fail(tr("the mask made no difference: pass it to every layer, layer(x, mask)"))
+    _match(masked, ENC_PRE_MASKED, {}, tr("the Pre-LN encoder output with a causal mask"),
+           tr("Pass the mask to every layer."))
     expect_value_error(cls, 0, 4, 2, 8, what="num_layers = 0")
     passed("Encoder")

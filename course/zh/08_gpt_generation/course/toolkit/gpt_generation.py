@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn as nn
 
+from course import tr
+
 CORPUS_FILE = "course_text.txt"
 
 
@@ -78,7 +80,8 @@ def continuation_log_prob(model: nn.Module, ids: torch.Tensor, prompt_len: int) 
     """(B,) total natural-log probability that `model` gives to ids[:, prompt_len:] after the prompt,
     in one forward pass (the whole sequence must fit in model.block_size)."""
     if ids.shape[1] > model.block_size:
-        raise ValueError(f"{ids.shape[1]} tokens do not fit in block_size={model.block_size}")
+        raise ValueError(tr("{count} tokens do not fit in block_size={block_size}", count=ids.shape[1],
+                            block_size=model.block_size))
     log_p = torch.log_softmax(model(ids[:, :-1]).double(), dim=-1)  # (B, T-1, V)
     picked = log_p.gather(-1, ids[:, 1:, None])[..., 0]  # (B, T-1)
     return picked[:, prompt_len - 1:].sum(1)
@@ -143,8 +146,8 @@ def load_hf_gpt2(hf_model: nn.Module, gpt_class: type) -> nn.Module:
     cfg = hf_model.config
     if cfg.activation_function not in ("gelu_new", "gelu_pytorch_tanh") or not cfg.scale_attn_weights \
             or cfg.scale_attn_by_inverse_layer_idx or abs(cfg.layer_norm_epsilon - 1e-5) > 1e-12:
-        raise ValueError("the course GPT has the GPT-2 layout: tanh GELU, 1/sqrt(Dh) attention scale, "
-                         "LayerNorm eps 1e-5; this configuration differs")
+        raise ValueError(tr("the course GPT has the GPT-2 layout: tanh GELU, 1/sqrt(Dh) attention scale, "
+                            "LayerNorm eps 1e-5; this configuration differs"))
     model = gpt_class(cfg.vocab_size, cfg.n_positions, cfg.n_layer, cfg.n_head, cfg.n_embd)
     hf = hf_model.state_dict()
     state = {"token_embedding.weight": hf["transformer.wte.weight"],

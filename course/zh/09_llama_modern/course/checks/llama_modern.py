@@ -20,6 +20,7 @@ from course.checks import (
     fail,
     passed,
     public_check,
+    tr,
 )
 from course.checks.decoder_masking import _set_params as set_params
 
@@ -49,11 +50,13 @@ def _names(module) -> dict[str, tuple[int, ...]]:
 def _expect_parameters(module, want: dict[str, tuple[int, ...]], what: str) -> None:
     have = _names(module)
     if set(have) != set(want):
-        fail(f"{what} should have exactly the parameters {sorted(want)}; found {sorted(have)}. "
-             "Use the attribute names of the docstring, and no biases (bias=False)")
+        fail(tr("{what} should have exactly the parameters {want}; found {have}. "
+                "Use the attribute names of the docstring, and no biases (bias=False)",
+                what=what, want=sorted(want), have=sorted(have)))
     wrong = {k: have[k] for k in want if have[k] != want[k]}
     if wrong:
-        fail(f"{what}: wrong shapes {wrong}; expected {({k: want[k] for k in wrong})}")
+        fail(tr("{what}: wrong shapes {wrong}; expected {expected}",
+                what=what, wrong=wrong, expected={k: want[k] for k in wrong}))
 
 
 # ---------------------------------------------------------------- RMSNorm
@@ -61,27 +64,28 @@ def _expect_parameters(module, want: dict[str, tuple[int, ...]], what: str) -> N
 @public_check
 def check_RMSNorm(cls) -> None:
     avoid_library_call(cls, ("RMSNorm", "rms_norm"),
-                       "write RMSNorm from x, its mean square and eps; the grader gives zero to a solution that "
-                       "calls nn.RMSNorm or F.rms_norm")
+                       tr("write RMSNorm from x, its mean square and eps; the grader gives zero to a solution that "
+                          "calls nn.RMSNorm or F.rms_norm"))
     norm = cls(4)
     _expect_parameters(norm, {"weight": (4,)}, "RMSNorm(4)")
     if not torch.equal(norm.weight.detach(), torch.ones(4)):
-        fail("the weight should start as ones (like LayerNorm's)")
+        fail(tr("the weight should start as ones (like LayerNorm's)"))
     with torch.no_grad():
         norm.weight.copy_(RMS_WEIGHT)
     diagnose(norm(NORM_X), RMS_OUT, {
-        "you subtracted the mean: RMSNorm only divides by the root mean square, it does not centre x":
+        tr("you subtracted the mean: RMSNorm only divides by the root mean square, it does not centre x"):
             RMS_CENTRED,
-        "eps must go INSIDE the square root: x / sqrt(mean(x**2) + eps). Outside it, tiny inputs are blown up":
+        tr("eps must go INSIDE the square root: x / sqrt(mean(x**2) + eps). Outside it, tiny inputs are blown up"):
             RMS_EPS_OUTSIDE,
-        "you used the SUM of squares; RMSNorm uses their MEAN (divide by D)": RMS_SUM,
-        "the weight is missing: multiply by self.weight": RMS_NO_WEIGHT,
-    }, "RMSNorm(4) with weight [1, 0.5, -1, 2] on two rows (row 1 is tiny)")
-    expect_value_error(norm, torch.ones(2, 5), what="an input whose last size is not d_model")
+        tr("you used the SUM of squares; RMSNorm uses their MEAN (divide by D)"): RMS_SUM,
+        tr("the weight is missing: multiply by self.weight"): RMS_NO_WEIGHT,
+    }, tr("RMSNorm(4) with weight [1, 0.5, -1, 2] on two rows (row 1 is tiny)"))
+    expect_value_error(norm, torch.ones(2, 5), what=tr("an input whose last size is not d_model"))
     half = norm.to(torch.bfloat16)(NORM_X.to(torch.bfloat16))
     if getattr(half, "dtype", None) != torch.bfloat16:
-        fail(f"a bfloat16 input (module.to(torch.bfloat16)) gave {getattr(half, 'dtype', type(half).__name__)} out: "
-             "return x's dtype (computing in float32 inside is fine; cast the result back with .to(x.dtype))")
+        fail(tr("a bfloat16 input (module.to(torch.bfloat16)) gave {dtype} out: "
+                "return x's dtype (computing in float32 inside is fine; cast the result back with .to(x.dtype))",
+                dtype=getattr(half, "dtype", type(half).__name__)))
     passed("RMSNorm")
 
 
@@ -91,23 +95,23 @@ def check_RMSNorm(cls) -> None:
 def check_rope_frequencies(fn) -> None:
     out = fn(4, 3, base=100.0)
     if not isinstance(out, tuple) or len(out) != 2:
-        fail(f"rope_frequencies should return a tuple (cos, sin), got {type(out).__name__}")
+        fail(tr("rope_frequencies should return a tuple (cos, sin), got {type}", type=type(out).__name__))
     cos, sin = out
-    expect_tensor(cos, (3, 4), "cos from rope_frequencies(4, 3, base=100)")
+    expect_tensor(cos, (3, 4), tr("cos from rope_frequencies(4, 3, base=100)"))
     expect_tensor(sin, (3, 4), "sin")
     diagnose(cos, ROPE_COS_100, {
-        "this is the interleaved layout (each angle twice in a row: pairs 2i, 2i+1). The course uses rotate "
-        "half: dimension i pairs with i + Dh/2, so repeat the Dh/2 angles as [angles, angles] (torch.cat)":
+        tr("this is the interleaved layout (each angle twice in a row: pairs 2i, 2i+1). The course uses rotate "
+           "half: dimension i pairs with i + Dh/2, so repeat the Dh/2 angles as [angles, angles] (torch.cat)"):
             ROPE_COS_INTERLEAVED,
-        "the exponent is per PAIR: frequency i is base**(-2i/Dh) for i = 0 .. Dh/2 - 1 (you used i/Dh)":
+        tr("the exponent is per PAIR: frequency i is base**(-2i/Dh) for i = 0 .. Dh/2 - 1 (you used i/Dh)"):
             ROPE_COS_PER_COLUMN,
-        "cos and sin are swapped: return (cos, sin)": ROPE_SIN_100,
-        "positions start at 0 (row 0 is the unrotated position): use arange(max_len)": ROPE_COS_FROM_1,
-    }, "cos of rope_frequencies(4, 3, base=100)", atol=1e-5)
-    diagnose(sin, ROPE_SIN_100, {}, "sin of rope_frequencies(4, 3, base=100)", atol=1e-5)
+        tr("cos and sin are swapped: return (cos, sin)"): ROPE_SIN_100,
+        tr("positions start at 0 (row 0 is the unrotated position): use arange(max_len)"): ROPE_COS_FROM_1,
+    }, tr("cos of rope_frequencies(4, 3, base=100)"), atol=1e-5)
+    diagnose(sin, ROPE_SIN_100, {}, tr("sin of rope_frequencies(4, 3, base=100)"), atol=1e-5)
     if not close(fn(8, 2)[0][1, 1], math.cos(10000 ** -0.25), atol=1e-5):
-        fail("with the default base 10000 and head_dim 8, cos[1, 1] should be cos(10000**(-2/8))")
-    expect_value_error(fn, 5, 3, what="an odd head_dim")
+        fail(tr("with the default base 10000 and head_dim 8, cos[1, 1] should be cos(10000**(-2/8))"))
+    expect_value_error(fn, 5, 3, what=tr("an odd head_dim"))
     passed("rope_frequencies")
 
 
@@ -119,19 +123,19 @@ def check_apply_rope(fn) -> None:
     x = ROPE_X.clone()
     out = fn(x, cos, sin)
     if not torch.equal(x, ROPE_X):
-        fail("apply_rope changed x in place; build a new tensor (x * c + rotated * s)")
+        fail(tr("apply_rope changed x in place; build a new tensor (x * c + rotated * s)"))
     expect_tensor(out, (1, 1, 2, 4), "apply_rope(x (1, 1, 2, 4), cos, sin)")
     diagnose(out, APPLY_OUT, {
-        "you rotated the interleaved pairs (x[2i], x[2i+1]); the course pairs dimension i with i + Dh/2 "
-        "(rotate half): out = x * c + cat(-x2, x1) * s": APPLY_INTERLEAVED,
-        "the sign is on the wrong half: rotate_half(x) is cat(-x2, x1), not cat(x2, -x1)": APPLY_WRONG_SIGN,
-    }, "apply_rope(x, cos, sin) for positions 0 and 1", atol=1e-5)
+        tr("you rotated the interleaved pairs (x[2i], x[2i+1]); the course pairs dimension i with i + Dh/2 "
+           "(rotate half): out = x * c + cat(-x2, x1) * s"): APPLY_INTERLEAVED,
+        tr("the sign is on the wrong half: rotate_half(x) is cat(-x2, x1), not cat(x2, -x1)"): APPLY_WRONG_SIGN,
+    }, tr("apply_rope(x, cos, sin) for positions 0 and 1"), atol=1e-5)
     shifted = fn(ROPE_X.clone(), cos, sin, offset=1)
     diagnose(shifted, APPLY_OFFSET, {
-        "offset is ignored: row t sits at position offset + t, so use the rows offset .. offset + T - 1 of "
-        "cos and sin": APPLY_OUT,
+        tr("offset is ignored: row t sits at position offset + t, so use the rows offset .. offset + T - 1 of "
+           "cos and sin"): APPLY_OUT,
     }, "apply_rope(x, cos, sin, offset=1)", atol=1e-5)
-    expect_value_error(fn, ROPE_X.clone(), cos, sin, offset=2, what="positions 2 and 3 with a table of 3 positions")
+    expect_value_error(fn, ROPE_X.clone(), cos, sin, offset=2, what=tr("positions 2 and 3 with a table of 3 positions"))
     passed("apply_rope")
 
 
@@ -146,9 +150,9 @@ def check_SwiGLUFeedForward(cls) -> None:
     out = ffn(SEQ)
     expect_tensor(out, (1, 3, 16), "SwiGLUFeedForward(16, 6)(x (1, 3, 16))")
     diagnose(out[0, :, :4], SWIGLU_OUT, {
-        "SiLU belongs on the GATE branch: w_down(silu(w_gate(x)) * w_up(x))": SWIGLU_UP,
-        "apply SiLU to w_gate(x) before multiplying by w_up(x), not to the product": SWIGLU_AFTER,
-    }, "the first 4 output features, with fixed weights")
+        tr("SiLU belongs on the GATE branch: w_down(silu(w_gate(x)) * w_up(x))"): SWIGLU_UP,
+        tr("apply SiLU to w_gate(x) before multiplying by w_up(x), not to the product"): SWIGLU_AFTER,
+    }, tr("the first 4 output features, with fixed weights"))
     passed("SwiGLUFeedForward")
 
 
@@ -157,17 +161,17 @@ def check_SwiGLUFeedForward(cls) -> None:
 @public_check
 def check_repeat_kv(fn) -> None:
     avoid_library_call(fn, ("repeat_interleave",),
-                       "the grader gives zero to a repeat_kv that calls repeat_interleave: add an axis after the kv "
-                       "heads, expand it, and reshape (or index with arange(H) // n_rep)")
+                       tr("the grader gives zero to a repeat_kv that calls repeat_interleave: add an axis after the kv "
+                          "heads, expand it, and reshape (or index with arange(H) // n_rep)"))
     x = T([10.0, 20.0]).view(1, 2, 1, 1)
     out = fn(x, 3)
     expect_tensor(out, (1, 6, 1, 1), "repeat_kv(x (1, 2, 1, 1), 3)")
     heads = out.flatten().tolist()
     if heads == [10.0, 20.0, 10.0, 20.0, 10.0, 20.0]:
-        fail("the kv heads are tiled (10, 20, 10, 20, ...), which is what .repeat does. Query heads 0..n_rep-1 "
-             "share kv head 0, so each kv head must be repeated IN PLACE: 10, 10, 10, 20, 20, 20")
+        fail(tr("the kv heads are tiled (10, 20, 10, 20, ...), which is what .repeat does. Query heads 0..n_rep-1 "
+                "share kv head 0, so each kv head must be repeated IN PLACE: 10, 10, 10, 20, 20, 20"))
     if heads != [10.0, 10.0, 10.0, 20.0, 20.0, 20.0]:
-        fail(f"repeat_kv([10, 20], 3) should give heads [10, 10, 10, 20, 20, 20]; got {heads}")
+        fail(tr("repeat_kv([10, 20], 3) should give heads [10, 10, 10, 20, 20, 20]; got {heads}", heads=heads))
     expect_value_error(fn, x, 0, what="n_rep = 0")
     passed("repeat_kv")
 
@@ -178,15 +182,15 @@ def _causal_probe(module, what: str) -> None:
     changed = SEQ.clone()
     changed[:, 2] = 5.0
     if not close(module(changed)[:, :2], module(SEQ)[:, :2], atol=1e-5):
-        fail(f"{what}: changing token 2 changed the outputs at positions 0 and 1. Attention must be causal: "
-             "pass causal_mask(T) to scaled_dot_product_attention")
+        fail(tr("{what}: changing token 2 changed the outputs at positions 0 and 1. Attention must be causal: "
+                "pass causal_mask(T) to scaled_dot_product_attention", what=what))
 
 
 @public_check
 def check_GroupedQueryAttention(cls) -> None:
     avoid_library_call(cls, ("MultiheadAttention", "multi_head_attention_forward", "scaled_dot_product_attention"),
-                       "build the attention from your pieces; the grader gives zero to a solution that calls "
-                       "nn.MultiheadAttention or F.scaled_dot_product_attention")
+                       tr("build the attention from your pieces; the grader gives zero to a solution that calls "
+                          "nn.MultiheadAttention or F.scaled_dot_product_attention"))
     attn = cls(16, 4, 2, 8)
     _expect_parameters(attn, {"W_q.weight": (16, 16), "W_k.weight": (8, 16), "W_v.weight": (8, 16),
                               "W_o.weight": (16, 16)}, "GroupedQueryAttention(16, 4, 2, 8)")
@@ -196,21 +200,21 @@ def check_GroupedQueryAttention(cls) -> None:
         expect_tensor(out, (1, 3, 16), "GroupedQueryAttention(16, 4, 2, 8)(x (1, 3, 16))")
         _causal_probe(attn, "GroupedQueryAttention")
         diagnose(out[0, :, :4], GQA_OUT, {
-            "the kv heads are tiled (query head j uses kv head j % Hkv): use repeat_kv, which repeats each kv head "
-            "in place, so query heads 0 and 1 share kv head 0": GQA_TILED,
-            "RoPE is applied to v too; rotate only q and k (positions only decide WHERE to look)": GQA_ROPE_V,
-            "no RoPE at all: rotate q and k with apply_rope(q, self.cos, self.sin)": GQA_NO_ROPE,
-            "only q is rotated: rotate k as well, or q.k no longer depends on the distance between them":
+            tr("the kv heads are tiled (query head j uses kv head j % Hkv): use repeat_kv, which repeats each kv head "
+               "in place, so query heads 0 and 1 share kv head 0"): GQA_TILED,
+            tr("RoPE is applied to v too; rotate only q and k (positions only decide WHERE to look)"): GQA_ROPE_V,
+            tr("no RoPE at all: rotate q and k with apply_rope(q, self.cos, self.sin)"): GQA_NO_ROPE,
+            tr("only q is rotated: rotate k as well, or q.k no longer depends on the distance between them"):
                 GQA_ROPE_Q_ONLY,
-        }, "the first 4 output features, with fixed weights")
-    expect_value_error(cls, 16, 4, 3, 8, what="num_heads=4 with num_kv_heads=3")
+        }, tr("the first 4 output features, with fixed weights"))
+    expect_value_error(cls, 16, 4, 3, 8, what=tr("num_heads=4 with num_kv_heads=3"))
     buffers = {name for name, _ in attn.named_buffers()}
     if not {"cos", "sin"} <= buffers:
-        fail("cos and sin are not buffers of the module: a plain tensor attribute stays on the cpu when the model "
-             "moves (model.to('cuda')); use self.register_buffer('cos', cos, persistent=False)")
+        fail(tr("cos and sin are not buffers of the module: a plain tensor attribute stays on the cpu when the model "
+                "moves (model.to('cuda')); use self.register_buffer('cos', cos, persistent=False)"))
     if {"cos", "sin"} & set(attn.state_dict()):
-        fail("cos and sin are in the state_dict: register them with persistent=False (they follow from max_len and "
-             "rope_base, so a checkpoint need not hold them)")
+        fail(tr("cos and sin are in the state_dict: register them with persistent=False (they follow from max_len and "
+                "rope_base, so a checkpoint need not hold them)"))
     passed("GroupedQueryAttention")
 
 
@@ -220,8 +224,8 @@ def check_GroupedQueryAttention(cls) -> None:
 def check_LlamaBlock(cls) -> None:
     avoid_library_call(cls, ("RMSNorm", "rms_norm", "scaled_dot_product_attention", "MultiheadAttention",
                              "multi_head_attention_forward"),
-                       "build the block from your RMSNorm, GroupedQueryAttention and SwiGLUFeedForward; the grader "
-                       "gives zero to a LlamaBlock that calls nn.RMSNorm, F.rms_norm or PyTorch's attention")
+                       tr("build the block from your RMSNorm, GroupedQueryAttention and SwiGLUFeedForward; the grader "
+                          "gives zero to a LlamaBlock that calls nn.RMSNorm, F.rms_norm or PyTorch's attention"))
     block = cls(16, 4, 2, 24, 8)
     want = {"attn_norm.weight": (16,), "ffn_norm.weight": (16,), "attn.W_q.weight": (16, 16),
             "attn.W_k.weight": (8, 16), "attn.W_v.weight": (8, 16), "attn.W_o.weight": (16, 16),
@@ -233,18 +237,20 @@ def check_LlamaBlock(cls) -> None:
         expect_tensor(out, (1, 3, 16), "LlamaBlock(...)(x (1, 3, 16))")
         _causal_probe(block, "LlamaBlock")
         diagnose(out[0, :, :4], BLOCK_OUT, {
-            "this is the 2017 (Post-LN) order, norm(x + sublayer(x)). LLaMA normalises BEFORE each sublayer and "
-            "leaves the residual stream alone: x + attn(attn_norm(x)), then x + ffn(ffn_norm(x))": BLOCK_POST,
-            "attention and feed-forward both read the block's input; the feed-forward block reads x AFTER the "
-            "attention residual: x = x + attn(attn_norm(x)); x = x + ffn(ffn_norm(x))": BLOCK_PARALLEL,
-            "a residual connection is missing around the feed-forward block: x + ffn(ffn_norm(x))": BLOCK_NO_FFN_RES,
-        }, "the first 4 output features, with fixed weights")
+            tr("this is the 2017 (Post-LN) order, norm(x + sublayer(x)). LLaMA normalises BEFORE each sublayer and "
+               "leaves the residual stream alone: x + attn(attn_norm(x)), then x + ffn(ffn_norm(x))"): BLOCK_POST,
+            tr("attention and feed-forward both read the block's input; the feed-forward block reads x AFTER the "
+               "attention residual: x = x + attn(attn_norm(x)); x = x + ffn(ffn_norm(x))"): BLOCK_PARALLEL,
+            tr("a residual connection is missing around the feed-forward block: x + ffn(ffn_norm(x))"):
+                BLOCK_NO_FFN_RES,
+        }, tr("the first 4 output features, with fixed weights"))
         for setting, value in (("eps", 10.0), ("rope_base", 30.0)):
             other = cls(16, 4, 2, 24, 8, **{setting: value})
             set_params(other)
             if close(other(SEQ), out, atol=1e-6):
-                fail(f"LlamaBlock(..., {setting}={value}) gives the output of the default {setting}: pass {setting} on "
-                     "(RMSNorm(D, eps) for both norms, GroupedQueryAttention(..., max_len, rope_base))")
+                fail(tr("LlamaBlock(..., {setting}={value}) gives the output of the default {setting}: pass {setting} "
+                        "on (RMSNorm(D, eps) for both norms, GroupedQueryAttention(..., max_len, rope_base))",
+                        setting=setting, value=value))
     passed("LlamaBlock")
 
 
@@ -254,14 +260,14 @@ def check_LlamaBlock(cls) -> None:
 def check_kv_cache_bytes(fn) -> None:
     out = fn(32, 32, 128, 4096, 1, 2)
     if out == 2 ** 30:
-        fail("that is 1 GiB, the keys alone: a cache holds keys AND values, so multiply by 2")
+        fail(tr("that is 1 GiB, the keys alone: a cache holds keys AND values, so multiply by 2"))
     if type(out) is not int:
-        fail(f"return a Python int (a count of bytes), got {type(out).__name__} {out!r}")
+        fail(tr("return a Python int (a count of bytes), got {type} {out!r}", type=type(out).__name__, out=out))
     if out != 2 * 2 ** 30:
-        fail(f"LLaMA-2-7B (32 layers, 32 kv heads of 128 dims) at 4096 fp16 tokens needs 2 GiB = {2 * 2 ** 30:,} "
-             f"bytes; got {out:,}")
+        fail(tr("LLaMA-2-7B (32 layers, 32 kv heads of 128 dims) at 4096 fp16 tokens needs 2 GiB = {expected:,} "
+                "bytes; got {out:,}", expected=2 * 2 ** 30, out=out))
     if fn(32, 8, 128, 4096, 3, 2) != 3 * 2 ** 29:
-        fail("the batch size multiplies the cache: every sequence keeps its own keys and values")
+        fail(tr("the batch size multiplies the cache: every sequence keeps its own keys and values"))
     expect_value_error(fn, 32, 0, 128, 4096, 1, 2, what="num_kv_heads = 0")
     passed("kv_cache_bytes")
 
@@ -273,23 +279,23 @@ def check_sliding_window_mask(fn) -> None:
     m = fn(5, 2)
     expect_tensor(m, (5, 5), "sliding_window_mask(5, 2)")
     if m.dtype != torch.bool:
-        fail(f"the mask should be bool (True = may attend), got {m.dtype}")
+        fail(tr("the mask should be bool (True = may attend), got {dtype}", dtype=m.dtype))
     t = torch.arange(5)
     d = t[:, None] - t[None, :]
     if torch.equal(m, (d >= 0) & (d <= 2)):
-        fail("off by one: each query sees `window` keys ITSELF INCLUDED, so t - s < window, not <= window")
+        fail(tr("off by one: each query sees `window` keys ITSELF INCLUDED, so t - s < window, not <= window"))
     if torch.equal(m, d.abs() < 2):
-        fail("the window must be causal: query t sees keys t - window + 1 .. t, never a later key")
+        fail(tr("the window must be causal: query t sees keys t - window + 1 .. t, never a later key"))
     if torch.equal(m, (d > 0) & (d <= 2)):
-        fail("a query must see itself: 0 <= t - s < window")
+        fail(tr("a query must see itself: 0 <= t - s < window"))
     if not torch.equal(m, (d >= 0) & (d < 2)):
-        fail(f"sliding_window_mask(5, 2) should be True where 0 <= t - s < 2; got {m.int().tolist()}")
+        fail(tr("sliding_window_mask(5, 2) should be True where 0 <= t - s < 2; got {mask}", mask=m.int().tolist()))
     if not torch.equal(fn(4, 10), torch.ones(4, 4, dtype=torch.bool).tril()):
-        fail("a window at least as long as the sequence gives the ordinary causal mask")
+        fail(tr("a window at least as long as the sequence gives the ordinary causal mask"))
     on_meta = fn(3, 2, device=torch.device("meta"))
     if getattr(on_meta, "device", None) != torch.device("meta"):
-        fail("sliding_window_mask(3, 2, device='meta') is not on the meta device: create the mask on `device` "
-             "(torch.arange(T, device=device)), so it lands where the model runs")
+        fail(tr("sliding_window_mask(3, 2, device='meta') is not on the meta device: create the mask on `device` "
+                "(torch.arange(T, device=device)), so it lands where the model runs"))
     expect_value_error(fn, 5, 0, what="window = 0")
     passed("sliding_window_mask")
 
@@ -308,30 +314,30 @@ def check_MoEFeedForward(cls) -> None:
     with torch.no_grad():
         result = moe(MOE_X)
         if not isinstance(result, tuple) or len(result) != 2:
-            fail(f"forward should return (output, router_logits), got {type(result).__name__}")
+            fail(tr("forward should return (output, router_logits), got {type}", type=type(result).__name__))
         out, logits = result
-        expect_tensor(logits, (6, 4), "router_logits for x (2, 3, 8) and 4 experts (one row per token: B*T rows)")
+        expect_tensor(logits, (6, 4), tr("router_logits for x (2, 3, 8) and 4 experts (one row per token: B*T rows)"))
         diagnose(logits, MOE_LOGITS, {
-            "return the router's LOGITS (before the softmax), not its probabilities": MOE_LOGITS.softmax(-1),
+            tr("return the router's LOGITS (before the softmax), not its probabilities"): MOE_LOGITS.softmax(-1),
         }, "router_logits")
-        expect_tensor(out, (2, 3, 8), "the output for x (2, 3, 8)")
+        expect_tensor(out, (2, 3, 8), tr("the output for x (2, 3, 8)"))
         diagnose(out[:, :, :3], MOE_OUT, {
-            "the kept probabilities must be renormalised to sum to 1 (divide by their sum)": MOE_NO_RENORM,
-            "renormalise by dividing by the sum of the kept probabilities, not with a second softmax":
+            tr("the kept probabilities must be renormalised to sum to 1 (divide by their sum)"): MOE_NO_RENORM,
+            tr("renormalise by dividing by the sum of the kept probabilities, not with a second softmax"):
                 MOE_SOFTMAX_TWICE,
-            "the experts are chosen per TOKEN (top-k over the experts of each row), not once for the whole batch":
+            tr("the experts are chosen per TOKEN (top-k over the experts of each row), not once for the whole batch"):
                 MOE_PER_BATCH,
-            "the routing weights come from the softmax over ALL experts (then top-k, then renormalise), not from "
-            "the raw logits": MOE_RAW_LOGITS,
-        }, "the first 3 output features, with fixed weights")
+            tr("the routing weights come from the softmax over ALL experts (then top-k, then renormalise), not from "
+               "the raw logits"): MOE_RAW_LOGITS,
+        }, tr("the first 3 output features, with fixed weights"))
     out, _ = moe(MOE_X)
     (out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum().backward()
     grad = moe.router.weight.grad
     if grad is None or not grad.abs().sum() > 0:
-        fail("no gradient reached router.weight through the output: the routing weights (softmax, top-k, divided by "
-             "their sum) must stay differentiable, or the router never learns. No .detach(), no torch.no_grad, "
-             "no .item() or .tolist() on them")
-    expect_value_error(cls, 8, 6, 4, 5, what="top_k = 5 with 4 experts")
+        fail(tr("no gradient reached router.weight through the output: the routing weights (softmax, top-k, divided by "
+                "their sum) must stay differentiable, or the router never learns. No .detach(), no torch.no_grad, "
+                "no .item() or .tolist() on them"))
+    expect_value_error(cls, 8, 6, 4, 5, what=tr("top_k = 5 with 4 experts"))
     passed("MoEFeedForward")
 
 
@@ -343,19 +349,19 @@ def check_load_balancing_loss(fn) -> None:
     out = fn(logits, 1)
     expect_tensor(out, (), "load_balancing_loss(logits (5, 3), top_k=1)")
     if not out.requires_grad:
-        fail("the loss carries no gradient: P_e, the mean router probability, must stay differentiable")
+        fail(tr("the loss carries no gradient: P_e, the mean router probability, must stay differentiable"))
     diagnose(out, LB_TOP1, {
-        "f_e must count TOKENS (the fraction whose top-k includes e), not average probabilities: "
-        "f_e = count_e / N": LB_PROBS_ONLY,
-        "multiply by the number of experts E: the loss is E * sum_e f_e P_e": LB_TOP1 / 3,
-        "P_e is the mean of the softmax PROBABILITIES over the tokens, not of the logits": LB_MEAN_LOGITS,
-    }, "load_balancing_loss(logits, top_k=1) for 5 tokens and 3 experts", atol=1e-5)
+        tr("f_e must count TOKENS (the fraction whose top-k includes e), not average probabilities: "
+           "f_e = count_e / N"): LB_PROBS_ONLY,
+        tr("multiply by the number of experts E: the loss is E * sum_e f_e P_e"): LB_TOP1 / 3,
+        tr("P_e is the mean of the softmax PROBABILITIES over the tokens, not of the logits"): LB_MEAN_LOGITS,
+    }, tr("load_balancing_loss(logits, top_k=1) for 5 tokens and 3 experts"), atol=1e-5)
     diagnose(fn(LB_LOGITS, 2), LB_TOP2, {
-        "f_e counts the tokens whose top_k choices include e, so the f_e sum to top_k; do not divide by top_k":
+        tr("f_e counts the tokens whose top_k choices include e, so the f_e sum to top_k; do not divide by top_k"):
             LB_TOP2 / 2,
-        "count every one of a token's top_k choices, not only its first": LB_TOP1,
+        tr("count every one of a token's top_k choices, not only its first"): LB_TOP1,
     }, "load_balancing_loss(logits, top_k=2)", atol=1e-5)
-    expect_value_error(fn, LB_LOGITS, 4, what="top_k = 4 with 3 experts")
+    expect_value_error(fn, LB_LOGITS, 4, what=tr("top_k = 4 with 3 experts"))
     passed("load_balancing_loss")
 
 

@@ -7,6 +7,10 @@ outputs that known mistakes produce on the same inputs.
 Every `check_<name>` function of a chapter module carries the decorator `@public_check`, so a
 check run on an exercise that still raises NotImplementedError says "not implemented yet: write
 `<name>` above" instead of ending in a bare traceback.
+
+Every message a learner reads is written here and in the chapter modules as `tr("template with {fields}",
+fields=...)` (from `course`): English in the repository and in an English chapter folder, the
+translation in a translated one (README: The Chinese edition).
 """
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ import zlib
 from typing import Any
 
 import torch
+
+from course import tr
 
 
 class CheckFailed(AssertionError):
@@ -65,9 +71,13 @@ def public_check(check):
             part = _unwritten_part(err)
             if part is None:
                 raise
-            where = f" (`{part}` still raises NotImplementedError)" if part and part != name else ""
-            raise NotWrittenYet(f"not implemented yet: write `{name}` above{where}, run its cell, "
-                                "then run this check again") from None
+            if part and part != name:
+                message = tr("not implemented yet: write `{name}` above (`{part}` still raises "
+                             "NotImplementedError), run its cell, then run this check again", name=name, part=part)
+            else:
+                message = tr("not implemented yet: write `{name}` above, run its cell, then run this check again",
+                             name=name)
+            raise NotWrittenYet(message) from None
 
     run.exercise = name
     return run
@@ -85,7 +95,7 @@ def fail(message: str) -> None:
 
 
 def passed(name: str) -> None:
-    print(f"✅ {name}: the public checks pass. The hidden tests check more cases.")
+    print(tr("✅ {name}: the public checks pass. The hidden tests check more cases.", name=name))
 
 
 def close(actual: Any, expected: Any, atol: float = 1e-4) -> bool:
@@ -94,34 +104,39 @@ def close(actual: Any, expected: Any, atol: float = 1e-4) -> bool:
             and torch.allclose(actual.detach().float(), expected, atol=atol, rtol=1e-4))
 
 
-def expect_tensor(actual: Any, shape: tuple[int, ...], what: str = "the output") -> None:
+def expect_tensor(actual: Any, shape: tuple[int, ...], what: str | None = None) -> None:
+    what = tr("the output") if what is None else what
     if type(actual) is not torch.Tensor:
-        fail(f"{what} should be a torch.Tensor, got {type(actual).__name__}")
+        fail(tr("{what} should be a torch.Tensor, got {type}", what=what, type=type(actual).__name__))
     if tuple(actual.shape) != tuple(shape):
-        fail(f"{what} has shape {tuple(actual.shape)}; expected {tuple(shape)}")
+        fail(tr("{what} has shape {shape}; expected {expected}", what=what, shape=tuple(actual.shape),
+                expected=tuple(shape)))
 
 
-def diagnose(actual: Any, expected: Any, mistakes: dict[str, Any], what: str = "the output",
+def diagnose(actual: Any, expected: Any, mistakes: dict[str, Any], what: str | None = None,
              atol: float = 1e-4) -> None:
     """Pass if `actual` matches `expected`; else fail with the hint of the mistake it matches."""
+    what = tr("the output") if what is None else what
     if close(actual, expected, atol):
         return
     expect_tensor(actual, torch.as_tensor(expected).shape, what)
     for hint, wrong in mistakes.items():
         if close(actual, wrong, atol):
             fail(hint)
-    fail(f"{what} differs from the expected values {torch.as_tensor(expected).tolist()}; "
-         f"got {actual.detach().tolist()}")
+    fail(tr("{what} differs from the expected values {expected}; got {got}", what=what,
+            expected=torch.as_tensor(expected).tolist(), got=actual.detach().tolist()))
 
 
-def expect_value_error(fn, *args, what: str = "bad arguments", **kwargs) -> None:
+def expect_value_error(fn, *args, what: str | None = None, **kwargs) -> None:
+    what = tr("bad arguments") if what is None else what
     try:
         fn(*args, **kwargs)
     except ValueError:
         return
     except Exception as err:  # noqa: BLE001 - the learner's code failed in another way
-        fail(f"{what} should raise a ValueError that says what was wrong; got {type(err).__name__}: {err}")
-    fail(f"{what} should raise a ValueError that says what was wrong; nothing was raised")
+        fail(tr("{what} should raise a ValueError that says what was wrong; got {error}: {message}", what=what,
+                error=type(err).__name__, message=err))
+    fail(tr("{what} should raise a ValueError that says what was wrong; nothing was raised", what=what))
 
 
 def expect_dropouts(layer: torch.nn.Module, p: float, names: tuple[str, ...]) -> None:
@@ -129,8 +144,9 @@ def expect_dropouts(layer: torch.nn.Module, p: float, names: tuple[str, ...]) ->
     found = {name: module.p for name, module in layer.named_modules() if isinstance(module, torch.nn.Dropout)}
     for name in names:
         if found.get(name) != p:
-            fail(f"`{name}` should be an nn.Dropout with p = dropout = {p}: build every part with the layer's "
-                 f"dropout (MultiHeadAttention(d_model, num_heads, dropout), ...); your dropouts: {found}")
+            fail(tr("`{name}` should be an nn.Dropout with p = dropout = {p}: build every part with the layer's "
+                    "dropout (MultiHeadAttention(d_model, num_heads, dropout), ...); your dropouts: {found}",
+                    name=name, p=p, found=found))
 
 
 def dropout_calls(model: torch.nn.Module, *args: Any) -> list[tuple[str, int]]:
@@ -153,7 +169,7 @@ def dropout_calls(model: torch.nn.Module, *args: Any) -> list[tuple[str, int]]:
 def expect_pair(result: Any, what: str) -> tuple[Any, Any]:
     """Attention functions return (output, weights)."""
     if not isinstance(result, tuple) or len(result) != 2:
-        fail(f"{what} should return a tuple (output, weights), got {type(result).__name__}")
+        fail(tr("{what} should return a tuple (output, weights), got {type}", what=what, type=type(result).__name__))
     return result
 
 

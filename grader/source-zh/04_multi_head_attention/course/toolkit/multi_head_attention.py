@@ -6,6 +6,8 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
 
+from course import tr
+
 
 def neighbour_batch(batch_size: int, seq_len: int, vocab_size: int,
                     generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -26,7 +28,7 @@ def show_heads(weights: torch.Tensor, labels: list[str] | None = None, title: st
     """One heatmap per head for a (H, T, S) weight tensor: row = query position, column = key position."""
     w = weights.detach().cpu().float()
     if w.dim() != 3:
-        raise ValueError(f"weights should be (H, T, S), got {tuple(w.shape)}")
+        raise ValueError(tr("weights should be (H, T, S), got {shape}", shape=tuple(w.shape)))
     H, T, S = w.shape
     if axes is None:
         _, axes = plt.subplots(1, H, figsize=(2.6 * H + 0.6, 2.7), squeeze=False)

@@ -25,6 +25,7 @@ from course.checks import (
     name_wave,
     passed,
     public_check,
+    tr,
 )
 
 
@@ -60,28 +61,28 @@ GELU_SQRT_2PI = [0.0, -1.5e-05, -0.005286, -0.036732, 0.0, 0.463268, 0.994714, 1
 GELU_NO_HALF = [-0.007275, -0.090805, -0.317616, -0.308572, 0.0, 0.691428, 1.682384, 3.909195, 5.992725]
 # --- end of stored numbers ---
 GELU_MISTAKES = {
-    "these are the values of the EXACT GELU, x * Phi(x) with erf; this exercise asks for the tanh form "
-    "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) that BERT's code uses": GELU_EXACT,
-    "this is the sigmoid approximation x * sigmoid(1.702 x), not the tanh form": GELU_SIGMOID,
-    "the cubic term is 0.044715 * x**3 (you used x**2)": GELU_SQUARE,
-    "the factor inside tanh is sqrt(2 / pi) (about 0.798), not sqrt(2 * pi)": GELU_SQRT_2PI,
-    "the 0.5 in front is missing: 0.5 * x * (1 + tanh(...))": GELU_NO_HALF,
+    tr("these are the values of the EXACT GELU, x * Phi(x) with erf; this exercise asks for the tanh form "
+       "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) that BERT's code uses"): GELU_EXACT,
+    tr("this is the sigmoid approximation x * sigmoid(1.702 x), not the tanh form"): GELU_SIGMOID,
+    tr("the cubic term is 0.044715 * x**3 (you used x**2)"): GELU_SQUARE,
+    tr("the factor inside tanh is sqrt(2 / pi) (about 0.798), not sqrt(2 * pi)"): GELU_SQRT_2PI,
+    tr("the 0.5 in front is missing: 0.5 * x * (1 + tanh(...))"): GELU_NO_HALF,
 }
 
 @public_check
 def check_gelu(fn) -> None:
-    avoid_library_call(fn, ("gelu", "GELU"), "write the formula yourself with torch.tanh; the grader gives zero "
-                                             "to a solution that calls F.gelu or nn.GELU")
+    avoid_library_call(fn, ("gelu", "GELU"), tr("write the formula yourself with torch.tanh; the grader gives zero "
+                                                "to a solution that calls F.gelu or nn.GELU"))
     x = GELU_X.clone()
     out = fn(x)
     if not torch.equal(x, GELU_X):
-        fail("gelu modified its input in place: compute a new tensor (no mul_, add_, ...)")
+        fail(tr("gelu modified its input in place: compute a new tensor (no mul_, add_, ...)"))
     diagnose(out, GELU_OUT, GELU_MISTAKES, "gelu([-3, -2, -1, -0.5, 0, 0.5, 1, 2, 3])", atol=2e-5)
     big = fn(torch.tensor([-100.0, 100.0]))
     if not torch.isfinite(big).all():
-        fail("gelu(+-100) gave inf or nan: use torch.tanh (it saturates to +-1) rather than a formula with exp")
+        fail(tr("gelu(+-100) gave inf or nan: use torch.tanh (it saturates to +-1) rather than a formula with exp"))
     if fn(torch.zeros(2, 3, dtype=torch.float64)).dtype != torch.float64:
-        fail("gelu should keep the dtype of x (float64 in, float64 out)")
+        fail(tr("gelu should keep the dtype of x (float64 in, float64 out)"))
     passed("gelu")
 
 
@@ -92,25 +93,27 @@ def check_build_pair_input(fn) -> None:
     a, b = [7, 8, 9], [10, 11]
     result = fn(a, b, 1, 2)
     if not isinstance(result, tuple) or len(result) != 2:
-        fail(f"build_pair_input should return a tuple (input_ids, segment_ids), got {type(result).__name__}")
+        fail(tr("build_pair_input should return a tuple (input_ids, segment_ids), got {type}",
+                type=type(result).__name__))
     ids, segments = result
     if a != [7, 8, 9] or b != [10, 11]:
-        fail(f"tokens_a or tokens_b was modified (now {a}, {b}): build new lists instead of appending to them")
+        fail(tr("tokens_a or tokens_b was modified (now {a}, {b}): build new lists instead of appending to them",
+                a=a, b=b))
     if ids != [1, 7, 8, 9, 2, 10, 11, 2]:
-        fail(f"input_ids should be [CLS] a [SEP] b [SEP] = [1, 7, 8, 9, 2, 10, 11, 2]; got {ids}")
+        fail(tr("input_ids should be [CLS] a [SEP] b [SEP] = [1, 7, 8, 9, 2, 10, 11, 2]; got {ids}", ids=ids))
     if segments == [0, 0, 0, 0, 1, 1, 1, 1]:
-        fail("the first [SEP] closes sentence A, so it has segment 0: segment 1 starts with the first token of b")
+        fail(tr("the first [SEP] closes sentence A, so it has segment 0: segment 1 starts with the first token of b"))
     if segments == [0, 0, 0, 0, 0, 1, 1, 0]:
-        fail("the last [SEP] belongs to sentence B: segment 1")
+        fail(tr("the last [SEP] belongs to sentence B: segment 1"))
     if segments == [1, 1, 1, 1, 1, 2, 2, 2]:
-        fail("segment ids are 0 (sentence A) and 1 (sentence B): they index a table of num_segments = 2 rows")
+        fail(tr("segment ids are 0 (sentence A) and 1 (sentence B): they index a table of num_segments = 2 rows"))
     if segments != [0, 0, 0, 0, 0, 1, 1, 1]:
-        fail(f"segment_ids should be [0, 0, 0, 0, 0, 1, 1, 1]; got {segments}")
+        fail(tr("segment_ids should be [0, 0, 0, 0, 0, 1, 1, 1]; got {segments}", segments=segments))
     single = fn([5, 6], None, 1, 2)
     if single != ([1, 5, 6, 2], [0, 0, 0, 0]):
-        fail("with tokens_b=None the input is [CLS] a [SEP] with segments 0: ([1, 5, 6, 2], [0, 0, 0, 0]); "
-             f"got {single}")
-    expect_value_error(fn, [], [3], 1, 2, what="an empty tokens_a")
+        fail(tr("with tokens_b=None the input is [CLS] a [SEP] with segments 0: ([1, 5, 6, 2], [0, 0, 0, 0]); "
+                "got {single}", single=single))
+    expect_value_error(fn, [], [3], 1, 2, what=tr("an empty tokens_a"))
     passed("build_pair_input")
 
 
@@ -138,8 +141,8 @@ EMB_NO_NORM = [[[-0.038316, -0.372505, -0.656286, -0.851238],
                 [-0.158571, -0.094187, -0.017048, 0.062411]]]
 # --- end of stored numbers ---
 EMB_MISTAKES = {
-    "the segment embedding is missing: add segment(segment_ids)": EMB_NO_SEGMENT,
-    "the embeddings are summed but never normalised: apply norm (LayerNorm) to the sum": EMB_NO_NORM,
+    tr("the segment embedding is missing: add segment(segment_ids)"): EMB_NO_SEGMENT,
+    tr("the embeddings are summed but never normalised: apply norm (LayerNorm) to the sum"): EMB_NO_NORM,
 }
 
 @public_check
@@ -150,18 +153,18 @@ def check_BertEmbeddings(cls) -> None:
             "norm.bias": (4,)}
     got = {k: tuple(v.shape) for k, v in params.items()}
     if got != want:
-        fail(f"BertEmbeddings(6, 4, 5) should have the parameters {want}; got {got}. The position table is "
-             "learned (an nn.Embedding of max_len rows), not the sinusoids of chapter 03")
+        fail(tr("BertEmbeddings(6, 4, 5) should have the parameters {want}; got {got}. The position table is "
+                "learned (an nn.Embedding of max_len rows), not the sinusoids of chapter 03", want=want, got=got))
     eps = getattr(m.norm, "eps", None)
     if eps is not None and eps != 1e-12:
-        fail(f"norm has eps={eps}; BERT uses LayerNorm(d_model, eps=1e-12)")
+        fail(tr("norm has eps={eps}; BERT uses LayerNorm(d_model, eps=1e-12)", eps=eps))
     fill(m)
     m.eval()
     out = m(EMB_IDS, EMB_SEGMENTS)
     expect_tensor(out, (1, 5, 4), "BertEmbeddings(6, 4, 5)(ids (1, 5), segments (1, 5))")
-    diagnose(out, EMB_OUT, EMB_MISTAKES, "the embeddings with fixed weights")
+    diagnose(out, EMB_OUT, EMB_MISTAKES, tr("the embeddings with fixed weights"))
     if not close(m(EMB_IDS), m(EMB_IDS, torch.zeros_like(EMB_IDS))):
-        fail("segment_ids=None should mean segment 0 for every token")
+        fail(tr("segment_ids=None should mean segment 0 for every token"))
     expect_value_error(m, torch.zeros(1, 6, dtype=torch.long), what="T = 6 > max_len = 5")
     passed("BertEmbeddings")
 
@@ -181,44 +184,45 @@ def check_mask_tokens(fn) -> None:
     before = ids.clone()
     result = fn(ids, 30, 3, (0, 1, 2, 3), 0.5, torch.Generator().manual_seed(0))
     if not torch.equal(ids, before):
-        fail("mask_tokens modified input_ids in place: clone it first and change the copy")
+        fail(tr("mask_tokens modified input_ids in place: clone it first and change the copy"))
     if not isinstance(result, tuple) or len(result) != 2:
-        fail(f"mask_tokens should return a tuple (masked_ids, labels), got {type(result).__name__}")
+        fail(tr("mask_tokens should return a tuple (masked_ids, labels), got {type}", type=type(result).__name__))
     masked, labels = result
     for what, t in (("masked_ids", masked), ("labels", labels)):
         expect_tensor(t, tuple(ids.shape), what)
         if t.dtype != torch.int64:
-            fail(f"{what} should be int64, got {t.dtype}")
+            fail(tr("{what} should be int64, got {dtype}", what=what, dtype=t.dtype))
     special = (ids <= 3)
     if (labels == 0).sum() > (labels == -100).sum():
-        fail("positions that were not chosen should have label -100 (the value cross-entropy ignores), not 0")
+        fail(tr("positions that were not chosen should have label -100 (the value cross-entropy ignores), not 0"))
     chosen = labels != -100
     if chosen[special].any():
-        fail("special tokens ([PAD], [CLS], [SEP], [MASK]) were chosen: exclude every id in special_ids")
+        fail(tr("special tokens ([PAD], [CLS], [SEP], [MASK]) were chosen: exclude every id in special_ids"))
     if (labels[chosen] == 3).any():
-        fail("some labels are the [MASK] id: take the labels from the ORIGINAL input_ids, before replacing anything")
+        fail(tr("some labels are the [MASK] id: take the labels from the ORIGINAL input_ids, before replacing "
+                "anything"))
     if not torch.equal(labels[chosen], ids[chosen]):
-        fail("labels at chosen positions should be the original ids")
+        fail(tr("labels at chosen positions should be the original ids"))
     if not torch.equal(masked[~chosen], ids[~chosen]):
-        fail("tokens that were not chosen must stay as they were, and every changed token needs its label")
+        fail(tr("tokens that were not chosen must stay as they were, and every changed token needs its label"))
     rate = chosen.sum().item() / (~special).sum().item()
     if abs(rate - 0.5) > 0.05:
-        fail(f"with mlm_probability=0.5, {100 * rate:.1f}% of the non-special tokens were chosen")
+        fail(tr("with mlm_probability=0.5, {percent:.1f}% of the non-special tokens were chosen", percent=100 * rate))
     out, orig = masked[chosen], ids[chosen]
     masked_frac = (out == 3).float().mean().item()
     same_frac = (out == orig).float().mean().item()
     other_frac = 1 - masked_frac - same_frac
     if other_frac < 0.05:
-        fail(f"only {100 * other_frac:.1f}% of the chosen tokens became a random id (expected 10%). Drawing the random "
-             "branch with probability 0.1 among the tokens not masked gives 0.2 * 0.1 = 2%: split ONE uniform number "
-             "per token into [0, 0.8), [0.8, 0.9), [0.9, 1)")
+        fail(tr("only {percent:.1f}% of the chosen tokens became a random id (expected 10%). Drawing the random "
+                "branch with probability 0.1 among the tokens not masked gives 0.2 * 0.1 = 2%: split ONE uniform "
+                "number per token into [0, 0.8), [0.8, 0.9), [0.9, 1)", percent=100 * other_frac))
     if abs(masked_frac - 0.8) > 0.05 or abs(same_frac - 0.1) > 0.04:
-        fail(f"of the chosen tokens {100 * masked_frac:.1f}% became [MASK] and {100 * same_frac:.1f}% stayed "
-             "unchanged; "
-             "expected 80% and 10%")
+        fail(tr("of the chosen tokens {masked:.1f}% became [MASK] and {same:.1f}% stayed unchanged; expected 80% "
+                "and 10%", masked=100 * masked_frac, same=100 * same_frac))
     again = fn(ids, 30, 3, (0, 1, 2, 3), 0.5, torch.Generator().manual_seed(0))
     if not (torch.equal(again[0], masked) and torch.equal(again[1], labels)):
-        fail("the same generator seed gave a different result: pass generator=generator to every torch.rand/randint")
+        fail(tr("the same generator seed gave a different result: pass generator=generator to every "
+                "torch.rand/randint"))
     expect_value_error(fn, ids, 30, 3, (0, 1, 2, 3), 1.5, what="mlm_probability = 1.5")
     passed("mask_tokens")
 
@@ -236,32 +240,33 @@ def check_make_nsp_examples(fn) -> None:
     snapshot = copy.deepcopy(docs)
     examples = fn(docs, torch.Generator().manual_seed(0))
     if docs != snapshot:
-        fail("the documents were modified")
+        fail(tr("the documents were modified"))
     if not isinstance(examples, list) or not all(isinstance(e, tuple) and len(e) == 3 for e in examples):
-        fail("make_nsp_examples should return a list of (a, b, is_next) tuples")
+        fail(tr("make_nsp_examples should return a list of (a, b, is_next) tuples"))
     if any(type(n) is not bool for _, _, n in examples):
-        fail("is_next should be a Python bool (True or False), e.g. torch.rand(()).item() < 0.5")
+        fail(tr("is_next should be a Python bool (True or False), e.g. torch.rand(()).item() < 0.5"))
     if len(examples) != 23:
-        fail(f"got {len(examples)} examples; a document of n sentences gives n - 1 (here 5 + 3 + 6 + 4 + 0 + 5 = 23)")
+        fail(tr("got {count} examples; a document of n sentences gives n - 1 (here 5 + 3 + 6 + 4 + 0 + 5 = 23)",
+                count=len(examples)))
     follows = [divmod(list(b)[0], 100) == (list(a)[0] // 100, list(a)[0] % 100 + 1) for a, b, _ in examples]
     if examples and all(f != n for f, (_, _, n) in zip(follows, examples)):
-        fail("is_next is inverted: it is True when b is a random sentence and False when b is the next sentence. "
-             "is_next should be True exactly when b is the sentence right after a")
+        fail(tr("is_next is inverted: it is True when b is a random sentence and False when b is the next sentence. "
+                "is_next should be True exactly when b is the sentence right after a"))
     for a, b, is_next in examples:
         da, ja = divmod(list(a)[0], 100)
         db, jb = divmod(list(b)[0], 100)
         if is_next and (db, jb) != (da, ja + 1):
-            fail(f"is_next is True for a = sentence {ja} of document {da} but b is sentence {jb} of document {db}; "
-                 "b should be the next sentence")
+            fail(tr("is_next is True for a = sentence {ja} of document {da} but b is sentence {jb} of document {db}; "
+                    "b should be the next sentence", ja=ja, da=da, jb=jb, db=db))
         if not is_next and db == da:
-            fail(f"a random b came from a's own document {da}: draw it from the OTHER documents")
+            fail(tr("a random b came from a's own document {da}: draw it from the OTHER documents", da=da))
     pos = sum(n for _, _, n in examples)
     if pos in (0, len(examples)):
-        fail("all examples have the same is_next: flip a fair coin for each one")
+        fail(tr("all examples have the same is_next: flip a fair coin for each one"))
     again = fn(docs, torch.Generator().manual_seed(0))
     if [(list(a), list(b), n) for a, b, n in again] != [(list(a), list(b), n) for a, b, n in examples]:
-        fail("the same generator seed gave different examples: draw every random number from `generator`")
-    expect_value_error(fn, docs[:1], what="a single document")
+        fail(tr("the same generator seed gave different examples: draw every random number from `generator`"))
+    expect_value_error(fn, docs[:1], what=tr("a single document"))
     passed("make_nsp_examples")
 
 
@@ -319,31 +324,31 @@ NSP_MEAN = [[-0.065172, 0.123502], [-0.243721, 0.021927]]
 NSP_NO_TANH = [[-0.503299, -0.095753], [-0.503341, -0.098199]]
 # --- end of stored numbers ---
 MLM_MISTAKES = {
-    "this matches calling chapter 05's layer(x, mask), whose feed-forward uses ReLU: run the layer's parts "
-    "yourself with gelu between ffn.linear1 and ffn.linear2": MLM_RELU,
-    "this is the Pre-LN order x + sublayer(norm(x)); BERT is Post-LN: x = norm1(x + attention), x = norm2(x + ffn)":
+    tr("this matches calling chapter 05's layer(x, mask), whose feed-forward uses ReLU: run the layer's parts "
+       "yourself with gelu between ffn.linear1 and ffn.linear2"): MLM_RELU,
+    tr("this is the Pre-LN order x + sublayer(norm(x)); BERT is Post-LN: x = norm1(x + attention), x = norm2(x + ffn)"):
         MLM_PRE_LN,
-    "mlm_bias is missing: logits = transformed @ embeddings.token.weight.T + mlm_bias": MLM_NO_BIAS,
-    "the MLM transform is missing: logits come from mlm_norm(gelu(mlm_transform(h))), not from h": MLM_NO_TRANSFORM,
-    "segment_ids do not reach the embeddings: call self.embeddings(input_ids, segment_ids)": MLM_NO_SEGMENTS,
+    tr("mlm_bias is missing: logits = transformed @ embeddings.token.weight.T + mlm_bias"): MLM_NO_BIAS,
+    tr("the MLM transform is missing: logits come from mlm_norm(gelu(mlm_transform(h))), not from h"): MLM_NO_TRANSFORM,
+    tr("segment_ids do not reach the embeddings: call self.embeddings(input_ids, segment_ids)"): MLM_NO_SEGMENTS,
 }
 NSP_MISTAKES = {
-    "the NSP head should read the [CLS] position h[:, 0], not the mean over positions": NSP_MEAN,
-    "the pooler is dense + tanh: nsp_head(torch.tanh(pooler(h[:, 0])))": NSP_NO_TANH,
+    tr("the NSP head should read the [CLS] position h[:, 0], not the mean over positions"): NSP_MEAN,
+    tr("the pooler is dense + tanh: nsp_head(torch.tanh(pooler(h[:, 0])))"): NSP_NO_TANH,
 }
 BERT_DROPOUTS = {
-    "embeddings.dropout": "BertEmbeddings drops its output",
-    "layers.0.self_attn.dropout": "self_attn drops the attention weights (build EncoderLayer(..., dropout))",
-    "layers.0.dropout1": "x = norm1(x + dropout1(attention output))",
-    "layers.0.dropout2": "x = norm2(x + dropout2(feed-forward output))",
+    "embeddings.dropout": tr("BertEmbeddings drops its output"),
+    "layers.0.self_attn.dropout": tr("self_attn drops the attention weights (build EncoderLayer(..., dropout))"),
+    "layers.0.dropout1": tr("x = norm1(x + dropout1(attention output))"),
+    "layers.0.dropout2": tr("x = norm2(x + dropout2(feed-forward output))"),
 }
 
 
 @public_check
 def check_BertForPretraining(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "TransformerEncoderLayer"),
-                       "build the model from MultiHeadAttention and the chapter 05 pieces; the grader gives zero to "
-                       "a solution that calls PyTorch's attention or encoder layers")
+                       tr("build the model from MultiHeadAttention and the chapter 05 pieces; the grader gives zero to "
+                          "a solution that calls PyTorch's attention or encoder layers"))
     V, D = 7, 4
     model = cls(V, D, 2, 1, 6, max_len=8)
     params = {k: tuple(v.shape) for k, v in model.named_parameters()}
@@ -351,45 +356,46 @@ def check_BertForPretraining(cls) -> None:
                  "layers.0.norm1.weight", "mlm_transform.weight", "mlm_norm.weight", "mlm_bias", "pooler.weight",
                  "nsp_head.weight"):
         if name not in params:
-            fail(f"the model has no parameter {name}; see the docstring for the names of the parts. "
-                 f"Found: {sorted(params)[:6]} ...")
+            fail(tr("the model has no parameter {name}; see the docstring for the names of the parts. "
+                    "Found: {names} ...", name=name, names=sorted(params)[:6]))
     untied = [n for n, s in params.items() if n != "embeddings.token.weight" and set(s) == {V, D}]
     if untied:
-        fail(f"{untied[0]} is a separate output matrix: the MLM decoder is the token table itself, "
-             "logits = ... @ self.embeddings.token.weight.T + self.mlm_bias")
+        fail(tr("{name} is a separate output matrix: the MLM decoder is the token table itself, "
+                "logits = ... @ self.embeddings.token.weight.T + self.mlm_bias", name=untied[0]))
     for i, layer in enumerate(model.layers):
         for norm in ("norm1", "norm2"):
             eps = getattr(getattr(layer, norm, None), "eps", None)
             if eps is not None and eps != 1e-12:
-                fail(f"layers[{i}].{norm} has eps={eps}: replace chapter 05's norms with LayerNorm(d_model, eps=1e-12)")
+                fail(tr("layers[{i}].{norm} has eps={eps}: replace chapter 05's norms with LayerNorm(d_model, "
+                        "eps=1e-12)", i=i, norm=norm, eps=eps))
     fill(model)
     model.eval()
     with torch.no_grad():
         out = model(MODEL_IDS, MODEL_SEGMENTS, MODEL_MASK)
         if not isinstance(out, tuple) or len(out) != 2:
-            fail(f"forward should return (mlm_logits, nsp_logits), got {type(out).__name__}")
+            fail(tr("forward should return (mlm_logits, nsp_logits), got {type}", type=type(out).__name__))
         mlm_logits, nsp_logits = out
         expect_tensor(mlm_logits, (2, 6, V), "mlm_logits")
         expect_tensor(nsp_logits, (2, 2), "nsp_logits")
         alone_mlm, alone_nsp = model(MODEL_IDS[1:, :5], MODEL_SEGMENTS[1:, :5])
         if not close(alone_mlm, mlm_logits[1:, :5], atol=1e-5):
-            fail("the padded row gives other logits than the same row without its padding: turn attention_mask (B, T) "
-                 "into a (B, 1, 1, T) bool mask and pass it to every self-attention (it hides padded KEYS)")
-        hint = " (if your gelu or BertEmbeddings fail their checks, fix those first)"
+            fail(tr("the padded row gives other logits than the same row without its padding: turn attention_mask "
+                    "(B, T) into a (B, 1, 1, T) bool mask and pass it to every self-attention (it hides padded KEYS)"))
+        hint = tr(" (if your gelu or BertEmbeddings fail their checks, fix those first)")
         diagnose(mlm_logits[0], MLM_ROW0, {k + hint: v for k, v in MLM_MISTAKES.items()},
-                 "mlm_logits of row 0 with fixed weights" + hint)
+                 tr("mlm_logits of row 0 with fixed weights") + hint)
         diagnose(nsp_logits, NSP, {k + hint: v for k, v in NSP_MISTAKES.items()},
-                 "nsp_logits with fixed weights" + hint)
+                 tr("nsp_logits with fixed weights") + hint)
         if not close(alone_nsp, nsp_logits[1:], atol=1e-5):
-            fail("the NSP logits of the padded row differ from the row without its padding")
+            fail(tr("the NSP logits of the padded row differ from the row without its padding"))
         hidden = model.encode(MODEL_IDS, MODEL_SEGMENTS, MODEL_MASK)
         expect_tensor(hidden, (2, 6, D), "model.encode(...)")
-    expect_value_error(model, MODEL_IDS, MODEL_SEGMENTS[:, :4], what="segment_ids of another shape")
+    expect_value_error(model, MODEL_IDS, MODEL_SEGMENTS[:, :4], what=tr("segment_ids of another shape"))
     ran = {name for name, _ in dropout_calls(cls(V, D, 2, 1, 6, max_len=8, dropout=0.1), MODEL_IDS, MODEL_SEGMENTS)}
     for name, site in BERT_DROPOUTS.items():
         if name not in ran:
-            fail(f"in training mode `{name}` never ran: dropout acts at four sites, and {site}. Apply each through "
-                 "its nn.Dropout module (the hidden tests check every site)")
+            fail(tr("in training mode `{name}` never ran: dropout acts at four sites, and {site}. Apply each through "
+                    "its nn.Dropout module (the hidden tests check every site)", name=name, site=site))
     passed("BertForPretraining")
 
 
@@ -415,12 +421,12 @@ LOSS_BINARY_NSP = (0.916174, 0.471573, 0.444601)
 LOSS_NSP_FLIPPED = (1.823007, 0.471573, 1.351434)
 # --- end of stored numbers ---
 LOSS_MISTAKES = {
-    "the MLM loss counts every position; only positions whose label is not -100 count "
-    "(F.cross_entropy ignores -100 by default: do not replace the -100s)": LOSS_EVERY_POSITION,
-    "the MLM loss is divided by B * T; it is the mean over the labelled positions only": LOSS_OVER_B_T,
-    "total is the SUM mlm + nsp, not their average": LOSS_AVERAGE,
-    "NSP has two classes: use cross-entropy over the 2 logits, not a binary loss on one of them": LOSS_BINARY_NSP,
-    "the NSP labels are the class indices as given (0 = b follows a, 1 = b is random); do not flip them":
+    tr("the MLM loss counts every position; only positions whose label is not -100 count "
+       "(F.cross_entropy ignores -100 by default: do not replace the -100s)"): LOSS_EVERY_POSITION,
+    tr("the MLM loss is divided by B * T; it is the mean over the labelled positions only"): LOSS_OVER_B_T,
+    tr("total is the SUM mlm + nsp, not their average"): LOSS_AVERAGE,
+    tr("NSP has two classes: use cross-entropy over the 2 logits, not a binary loss on one of them"): LOSS_BINARY_NSP,
+    tr("the NSP labels are the class indices as given (0 = b follows a, 1 = b is random); do not flip them"):
         LOSS_NSP_FLIPPED,
 }
 
@@ -428,7 +434,7 @@ LOSS_MISTAKES = {
 def check_bert_pretraining_loss(fn) -> None:
     out = fn(LOSS_MLM, LOSS_LABELS, LOSS_NSP, LOSS_NSP_LABELS)
     if not isinstance(out, tuple) or len(out) != 3:
-        fail(f"bert_pretraining_loss should return a tuple (total, mlm, nsp), got {type(out).__name__}")
+        fail(tr("bert_pretraining_loss should return a tuple (total, mlm, nsp), got {type}", type=type(out).__name__))
     for name, value in zip(("total", "mlm", "nsp"), out):
         expect_tensor(value, (), name)
     got = [v.item() for v in out]
@@ -440,7 +446,9 @@ def check_bert_pretraining_loss(fn) -> None:
         for hint, wrong in LOSS_MISTAKES.items():
             if same(wrong):
                 fail(hint)
-        fail(f"(total, mlm, nsp) = ({got[0]:.6f}, {got[1]:.6f}, {got[2]:.6f}); expected "
-             f"({LOSS_OUT[0]:.6f}, {LOSS_OUT[1]:.6f}, {LOSS_OUT[2]:.6f})")
-    expect_value_error(fn, LOSS_MLM, LOSS_LABELS[:, :2], LOSS_NSP, LOSS_NSP_LABELS, what="mlm_labels of another shape")
+        fail(tr("(total, mlm, nsp) = ({total:.6f}, {mlm:.6f}, {nsp:.6f}); expected ({want_total:.6f}, "
+                "{want_mlm:.6f}, {want_nsp:.6f})", total=got[0], mlm=got[1], nsp=got[2], want_total=LOSS_OUT[0],
+                want_mlm=LOSS_OUT[1], want_nsp=LOSS_OUT[2]))
+    expect_value_error(fn, LOSS_MLM, LOSS_LABELS[:, :2], LOSS_NSP, LOSS_NSP_LABELS,
+                       what=tr("mlm_labels of another shape"))
     passed("bert_pretraining_loss")

@@ -20,6 +20,7 @@ from course.checks import (
     fail,
     passed,
     public_check,
+    tr,
 )
 
 NEG = float("-inf")
@@ -82,14 +83,14 @@ GPT_QKV_PER_HEAD = [[5.951315, 2.262332, -4.970976, 4.857696, -0.287235, 1.43674
                     [-2.33729, 1.86482, -1.353617, 4.034794, -0.653147, 3.781349, 3.974235]]
 # --- end of stored numbers ---
 GPT_MISTAKES = {
-    "this is the Post-LN order, x = norm(x + sublayer(x)); GPT-2 normalises the INPUT of each sublayer: "
-    "x = x + attn(ln_1(x)), then x = x + mlp(ln_2(x))": GPT_POST_LN,
-    "the final LayerNorm is missing: logits = ln_f(x) @ token_embedding.weight.T": GPT_NO_LN_F,
-    "GPT-2 uses the tanh form of GELU: F.gelu(x, approximate='tanh') (the default is the erf form)": GPT_ERF_GELU,
-    "there is no causal mask: position t must not attend to positions after t": GPT_NOT_CAUSAL,
-    "divide the scores by sqrt(Dh), the size of one head, not by sqrt(d_model)": GPT_BY_SQRT_D,
-    "q, k and v lie side by side in qkv's output (q = the first D features, k the next D, v the last D); "
-    "split them with .split(d_model, dim=-1) before cutting each into heads": GPT_QKV_PER_HEAD,
+    tr("this is the Post-LN order, x = norm(x + sublayer(x)); GPT-2 normalises the INPUT of each sublayer: "
+       "x = x + attn(ln_1(x)), then x = x + mlp(ln_2(x))"): GPT_POST_LN,
+    tr("the final LayerNorm is missing: logits = ln_f(x) @ token_embedding.weight.T"): GPT_NO_LN_F,
+    tr("GPT-2 uses the tanh form of GELU: F.gelu(x, approximate='tanh') (the default is the erf form)"): GPT_ERF_GELU,
+    tr("there is no causal mask: position t must not attend to positions after t"): GPT_NOT_CAUSAL,
+    tr("divide the scores by sqrt(Dh), the size of one head, not by sqrt(d_model)"): GPT_BY_SQRT_D,
+    tr("q, k and v lie side by side in qkv's output (q = the first D features, k the next D, v the last D); "
+       "split them with .split(d_model, dim=-1) before cutting each into heads"): GPT_QKV_PER_HEAD,
 }
 
 
@@ -104,63 +105,67 @@ def _gpt_names(n_layer: int) -> set[str]:
 @public_check
 def check_GPT(cls) -> None:
     avoid_library_call(cls, ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward"),
-                       "build attention from split_heads, scaled_dot_product_attention and merge_heads (or your own "
-                       "code); the grader gives zero to a solution that calls PyTorch's attention")
+                       tr("build attention from split_heads, scaled_dot_product_attention and merge_heads (or your own "
+                          "code); the grader gives zero to a solution that calls PyTorch's attention"))
     model = cls(7, 8, 2, 2, 8)
     names = {n for n, _ in model.named_parameters()}
     want = _gpt_names(2)
     if names != want:
         extra = sorted(names - want)
         if any("head" in n or n.endswith("out.weight") and "blocks" not in n for n in extra):
-            fail(f"{extra[0]} is a separate output layer: tie it to the embedding instead, "
-                 "logits = ln_f(x) @ self.token_embedding.weight.T (no new parameters)")
-        fail(f"parameters missing: {sorted(want - names)[:4]}; unexpected: {extra[:4]}. See the docstring for "
-             "the names (blocks is an nn.ModuleList of nn.ModuleDict)")
+            fail(tr("{name} is a separate output layer: tie it to the embedding instead, "
+                    "logits = ln_f(x) @ self.token_embedding.weight.T (no new parameters)", name=extra[0]))
+        fail(tr("parameters missing: {missing}; unexpected: {extra}. See the docstring for "
+                "the names (blocks is an nn.ModuleList of nn.ModuleDict)",
+                missing=sorted(want - names)[:4], extra=extra[:4]))
     for name, p in model.named_parameters():
         if p.dim() == 2 and not 0.01 < p.detach().std().item() < 0.03:
-            fail(f"{name} starts with std {p.detach().std().item():.3f}: initialise Linear and Embedding weights "
-                 "from N(0, 0.02^2) as GPT-2 does (nn.init.normal_(w, std=0.02)); the embedding is also the "
-                 "output layer, so large weights give huge first logits")
+            fail(tr("{name} starts with std {std:.3f}: initialise Linear and Embedding weights "
+                    "from N(0, 0.02^2) as GPT-2 does (nn.init.normal_(w, std=0.02)); the embedding is also the "
+                    "output layer, so large weights give huge first logits", name=name, std=p.detach().std().item()))
     _set_params(model)
     model.eval()
     with torch.no_grad():
         logits = model(GPT_IDX)
-        expect_tensor(logits, (2, 5, 7), "GPT(7, 8, 2, 2, 8)(idx of shape (2, 5))")
+        expect_tensor(logits, (2, 5, 7), tr("GPT(7, 8, 2, 2, 8)(idx of shape (2, 5))"))
         got = torch.stack([logits[0, -1], logits[1, 2]])
         if not _same(got, GPT_OUT, 5e-5):
             for hint, wrong in GPT_MISTAKES.items():
                 if _same(got, wrong, 5e-5):
                     fail(hint)
-            fail(f"the logits differ from the expected values {GPT_OUT[0][:3]}...; got {got[0, :3].tolist()}...")
+            fail(tr("the logits differ from the expected values {expected}...; got {got}...",
+                    expected=GPT_OUT[0][:3], got=got[0, :3].tolist()))
         result = model(GPT_IDX[:, :2], use_cache=True)
         if not isinstance(result, tuple) or len(result) != 2:
-            fail("with use_cache=True, forward should return a tuple (logits, cache)")
+            fail(tr("with use_cache=True, forward should return a tuple (logits, cache)"))
         first, cache = result
         pairs = isinstance(cache, (list, tuple)) and len(cache) == 2 and all(
             isinstance(kv, (list, tuple)) and len(kv) == 2 and tuple(kv[0].shape) == (2, 2, 2, 4) for kv in cache)
         if not pairs:
-            fail("the cache should be a list with one (keys, values) pair per block, each of shape (B, H, S, Dh)")
+            fail(tr("the cache should be a list with one (keys, values) pair per block, each of shape (B, H, S, Dh)"))
         one, longer = model(GPT_IDX[:, 2:3], cache=cache, use_cache=True)
         if not _same(one, logits[:, 2:3], 1e-4):
-            fail("one token fed with the cache of two earlier tokens gives other logits than the full pass: its "
-                 "position is the cache length S (positions = arange(S, S + T)), and it must attend to all S "
-                 "cached keys as well as its own: mask = torch.ones(T, S + T).tril(S)")
+            fail(tr("one token fed with the cache of two earlier tokens gives other logits than the full pass: its "
+                    "position is the cache length S (positions = arange(S, S + T)), and it must attend to all S "
+                    "cached keys as well as its own: mask = torch.ones(T, S + T).tril(S)"))
         again, _ = model(GPT_IDX[:, 2:3], cache=cache, use_cache=True)
         if not _same(again, one, 1e-6):
-            fail("using the same cache twice gave different logits: return a NEW cache (torch.cat makes new "
-                 "tensors) and leave the one you were given unchanged")
+            fail(tr("using the same cache twice gave different logits: return a NEW cache (torch.cat makes new "
+                    "tensors) and leave the one you were given unchanged"))
         rest, _ = model(GPT_IDX[:, 3:], cache=longer, use_cache=True)
         if not _same(rest, logits[:, 3:], 1e-4):
-            fail("two tokens fed at once with a cache give other logits than the full pass: the causal mask must "
-                 "be shifted by the cache length S, so query t sees keys 0..S+t (torch.ones(T, S + T).tril(S))")
-    expect_value_error(model, torch.zeros(1, 9, dtype=torch.long), what="a sequence longer than block_size")
+            fail(tr("two tokens fed at once with a cache give other logits than the full pass: the causal mask must "
+                    "be shifted by the cache length S, so query t sees keys 0..S+t (torch.ones(T, S + T).tril(S))"))
+    expect_value_error(model, torch.zeros(1, 9, dtype=torch.long), what=tr("a sequence longer than block_size"))
     shapes = [dims for _, dims in dropout_calls(cls(7, 8, 2, 2, 8, dropout=0.1), GPT_IDX)]
     if shapes.count(4) != 2:
-        fail(f"in training mode `drop` ran on the attention weights {shapes.count(4)} times for 2 blocks: apply it to "
-             "the softmax weights before they multiply v, once per block (the hidden tests check every site)")
+        fail(tr("in training mode `drop` ran on the attention weights {count} times for 2 blocks: apply it to "
+                "the softmax weights before they multiply v, once per block (the hidden tests check every site)",
+                count=shapes.count(4)))
     if shapes.count(3) != 5:
-        fail(f"in training mode `drop` ran on (B, T, D) tensors {shapes.count(3)} times; expected 5 for 2 blocks: once "
-             "on the embeddings and on each sublayer's output, x = x + drop(attn_out(...)), x = x + drop(mlp_out(...))")
+        fail(tr("in training mode `drop` ran on (B, T, D) tensors {count} times; expected 5 for 2 blocks: once "
+                "on the embeddings and on each sublayer's output, x = x + drop(attn_out(...)), "
+                "x = x + drop(mlp_out(...))", count=shapes.count(3)))
     passed("GPT")
 
 
@@ -171,20 +176,21 @@ def check_next_token_targets(fn) -> None:
     idx = torch.tensor([[10, 11, 12, 13], [20, 21, 22, 23], [30, 31, 32, 33]])
     result = fn(idx)
     if not isinstance(result, tuple) or len(result) != 2:
-        fail("return a tuple (inputs, targets)")
+        fail(tr("return a tuple (inputs, targets)"))
     inputs, targets = result
     if _equal(inputs, idx[:, 1:]) and _equal(targets, idx[:, :-1]):
-        fail("inputs and targets are swapped: the model reads idx[:, :-1] and must predict idx[:, 1:]")
+        fail(tr("inputs and targets are swapped: the model reads idx[:, :-1] and must predict idx[:, 1:]"))
     if _equal(inputs, idx[:-1]):
-        fail("you sliced the batch axis: slice the time axis, idx[:, :-1] and idx[:, 1:]")
+        fail(tr("you sliced the batch axis: slice the time axis, idx[:, :-1] and idx[:, 1:]"))
     if not (_equal(inputs, idx[:, :-1]) and _equal(targets, idx[:, 1:])):
-        fail(f"expected inputs {idx[:, :-1].tolist()} and targets {idx[:, 1:].tolist()}")
+        fail(tr("expected inputs {inputs} and targets {targets}", inputs=idx[:, :-1].tolist(),
+                targets=idx[:, 1:].tolist()))
     small = fn(idx.to(torch.int32))
     dtypes = [getattr(t, "dtype", None) for t in small] if isinstance(small, tuple) else [None]
     if any(d != torch.int32 for d in dtypes):
-        fail(f"an int32 idx gave (inputs, targets) of dtype {dtypes}: both keep idx's dtype (slice idx itself; "
-             "no .long(), no torch.tensor(...))")
-    expect_value_error(fn, torch.tensor([[5], [6]]), what="a sequence of one token (nothing to predict)")
+        fail(tr("an int32 idx gave (inputs, targets) of dtype {dtypes}: both keep idx's dtype (slice idx itself; "
+                "no .long(), no torch.tensor(...))", dtypes=dtypes))
+    expect_value_error(fn, torch.tensor([[5], [6]]), what=tr("a sequence of one token (nothing to predict)"))
     passed("next_token_targets")
 
 
@@ -196,11 +202,11 @@ def check_apply_temperature(fn) -> None:
     before = logits.clone()
     out = fn(logits, 0.5)
     if not torch.equal(logits, before):
-        fail("apply_temperature changed its input: return logits / temperature, a new tensor (no /=)")
+        fail(tr("apply_temperature changed its input: return logits / temperature, a new tensor (no /=)"))
     if _equal(out, before * 0.5):
-        fail("divide by the temperature: a temperature below 1 must SHARPEN the distribution (larger logits)")
+        fail(tr("divide by the temperature: a temperature below 1 must SHARPEN the distribution (larger logits)"))
     if not _equal(out, before / 0.5):
-        fail(f"apply_temperature(logits, 0.5) should be logits / 0.5 = {(before / 0.5).tolist()}")
+        fail(tr("apply_temperature(logits, 0.5) should be logits / 0.5 = {expected}", expected=(before / 0.5).tolist()))
     expect_value_error(fn, logits, 0.0, what="temperature 0")
     passed("apply_temperature")
 
@@ -214,32 +220,32 @@ def check_top_k_filter(fn) -> None:
     try:
         out = fn(logits, 2)
     except RuntimeError as err:
-        fail(f"top_k_filter(logits of shape (2, 6), 2) raised RuntimeError ({str(err)[:90]}): keep each row's k-th "
-             "largest value as a column that broadcasts against the row, "
-             "torch.topk(logits, k, dim=-1).values[..., -1:] "
-             "(shape (..., 1); the ... works for any number of leading axes)")
+        fail(tr("top_k_filter(logits of shape (2, 6), 2) raised RuntimeError ({error}): keep each row's k-th "
+                "largest value as a column that broadcasts against the row, "
+                "torch.topk(logits, k, dim=-1).values[..., -1:] "
+                "(shape (..., 1); the ... works for any number of leading axes)", error=str(err)[:90]))
     expected = torch.tensor([[1.0, 3.0, 1.0, NEG, 1.0, NEG], [NEG, NEG, 5.0, 4.0, NEG, NEG]])
     if not torch.equal(logits, before):
-        fail("top_k_filter changed its input: build a new tensor (masked_fill, not masked_fill_ or indexing =)")
+        fail(tr("top_k_filter changed its input: build a new tensor (masked_fill, not masked_fill_ or indexing =)"))
     if not _equal(out, expected):
         kept = out[0][torch.isfinite(out[0])] if type(out) is torch.Tensor and out.shape == expected.shape else None
         if kept is not None and sorted(kept.tolist()) == [1.0, 3.0]:  # 3.0 and ONE of the three tied 1.0s
-            fail("ties with the k-th largest logit must all be kept (row 0 keeps 3.0 and all three 1.0s): compare "
-                 "with the k-th largest VALUE (logits < kth -> -inf) instead of keeping k indices")
+            fail(tr("ties with the k-th largest logit must all be kept (row 0 keeps 3.0 and all three 1.0s): compare "
+                    "with the k-th largest VALUE (logits < kth -> -inf) instead of keeping k indices"))
         if _equal(out[1], [NEG, NEG, 5.0, 4.0, 2.0, 3.0]):
-            fail("each row needs its own k-th largest value (topk(...).values[..., -1:], keepdim): one threshold "
-                 "for the whole batch breaks rows on another scale")
-        fail(f"top_k_filter(logits, 2) should be {expected.tolist()}, got "
-             f"{out.tolist() if type(out) is torch.Tensor else out}")
+            fail(tr("each row needs its own k-th largest value (topk(...).values[..., -1:], keepdim): one threshold "
+                    "for the whole batch breaks rows on another scale"))
+        fail(tr("top_k_filter(logits, 2) should be {expected}, got {got}", expected=expected.tolist(),
+                got=out.tolist() if type(out) is torch.Tensor else out))
     try:
         stacked = fn(torch.stack([logits, logits.flip(0)]), 2)  # (2, 2, 6): every row of every batch on its own
     except RuntimeError as err:
         stacked = err
     if not _equal(stacked, torch.stack([expected, expected.flip(0)])):
-        fail("logits of shape (2, 2, 6) were not filtered row by row: take the k-th largest along the LAST axis "
-             "and keep every leading axis, torch.topk(logits, k, dim=-1).values[..., -1:] (not [:, -1:])")
+        fail(tr("logits of shape (2, 2, 6) were not filtered row by row: take the k-th largest along the LAST axis "
+                "and keep every leading axis, torch.topk(logits, k, dim=-1).values[..., -1:] (not [:, -1:])"))
     if not _equal(fn(logits, 10), before):
-        fail("k >= V should keep every token (torch.topk raises for k > V: check k first)")
+        fail(tr("k >= V should keep every token (torch.topk raises for k > V: check k first)"))
     expect_value_error(fn, logits, 0, what="k = 0")
     passed("top_k_filter")
 
@@ -253,26 +259,27 @@ def check_top_p_filter(fn) -> None:
     out = fn(logits, 0.6)
     keep = torch.isfinite(out) if type(out) is torch.Tensor else None
     if keep is None or keep.shape != logits.shape:
-        fail("top_p_filter should return a tensor of the shape of logits")
+        fail(tr("top_p_filter should return a tensor of the shape of logits"))
     kept = keep[0].tolist()
     if kept == [False, True, False, False]:
-        fail("with p=0.6 the tokens of probability 0.5 and 0.25 are kept: keep the token that CROSSES p (a token "
-             "is kept when the mass of the tokens before it, not including it, is < p)")
+        fail(tr("with p=0.6 the tokens of probability 0.5 and 0.25 are kept: keep the token that CROSSES p (a token "
+                "is kept when the mass of the tokens before it, not including it, is < p)"))
     if kept == [True, False, True, False] or kept == [True, True, False, False]:
-        fail("your mask is in sorted order: scatter it back to the vocabulary order before applying it")
+        fail(tr("your mask is in sorted order: scatter it back to the vocabulary order before applying it"))
     if kept != [False, True, False, True]:
-        fail(f"top_p_filter(logits, 0.6) should keep the tokens of probability 0.5 and 0.25; kept {kept}")
+        fail(tr("top_p_filter(logits, 0.6) should keep the tokens of probability 0.5 and 0.25; kept {kept}", kept=kept))
     if not _same(out[keep], logits[keep], 1e-6):
-        fail("kept tokens must keep their logits unchanged")
+        fail(tr("kept tokens must keep their logits unchanged"))
     small = fn(logits, 0.3)
     if type(small) is not torch.Tensor or torch.isfinite(small).tolist() != [[False, True, False, False]]:
-        fail("p=0.3 is below the top token's probability (0.5): the top token is always kept, alone here")
+        fail(tr("p=0.3 is below the top token's probability (0.5): the top token is always kept, alone here"))
     ties = torch.tensor([[0.0, 0.0, 0.0, 0.0]])  # 0.25 each
     counted = fn(ties, 0.5)
     if type(counted) is torch.Tensor and int(torch.isfinite(counted).sum()) == 3:
-        fail("at the boundary (four tokens of 0.25, p=0.5) keep 2: the third has mass 0.5 before it, which is not < p")
+        fail(tr("at the boundary (four tokens of 0.25, p=0.5) keep 2: the third has mass 0.5 before it, which is "
+                "not < p"))
     if type(counted) is not torch.Tensor or int(torch.isfinite(counted).sum()) != 2:
-        fail("four equally likely tokens with p=0.5 should keep 2 of them")
+        fail(tr("four equally likely tokens with p=0.5 should keep 2 of them"))
     expect_value_error(fn, logits, 0.0, what="p = 0")
     passed("top_p_filter")
 
@@ -303,26 +310,27 @@ def check_sample_next_token(fn) -> None:
     greedy = fn(logits, temperature=0)
     expect_tensor(greedy, (2,), "sample_next_token(logits (2, 5), temperature=0)")
     if greedy.tolist() != [0, 4]:
-        fail(f"temperature=0 should return the argmax of each row, [0, 4]; got {greedy.tolist()}")
+        fail(tr("temperature=0 should return the argmax of each row, [0, 4]; got {greedy}", greedy=greedy.tolist()))
     if greedy.dtype != torch.int64:
-        fail(f"return int64 token ids, got {greedy.dtype}")
+        fail(tr("return int64 token ids, got {dtype}", dtype=greedy.dtype))
     batch = logits.repeat(_N, 1)  # rows alternate between the two distributions
     draws = fn(batch, generator=torch.Generator().manual_seed(0))
     expect_tensor(draws, (2 * _N,), "sample_next_token(logits (8000, 5))")
     for r, probs in enumerate((_ROW.softmax(0), _ROW.flip(0).softmax(0))):
         if not _looks_like(_frequencies(draws[r::2], 5), probs.double()):
-            fail(f"row {r}: the frequencies {[round(f, 3) for f in _frequencies(draws[r::2], 5).tolist()]} do not "
-                 f"match softmax(logits) = {[round(p, 3) for p in probs.tolist()]}: sample each row from the softmax "
-                 "over ITS vocabulary (dim=-1)")
+            fail(tr("row {r}: the frequencies {frequencies} do not match softmax(logits) = {probs}: sample each row "
+                    "from the softmax over ITS vocabulary (dim=-1)", r=r,
+                    frequencies=[round(f, 3) for f in _frequencies(draws[r::2], 5).tolist()],
+                    probs=[round(p, 3) for p in probs.tolist()]))
     again = fn(batch, generator=torch.Generator().manual_seed(0))
     if not torch.equal(draws, again):
-        fail("the same seed gave different draws: take every random number from `generator`")
+        fail(tr("the same seed gave different draws: take every random number from `generator`"))
     cold = fn(_ROW.repeat(_N, 1), temperature=0.5, top_p=0.9, generator=torch.Generator().manual_seed(1))
     if not _looks_like(_frequencies(cold, 5), torch.tensor(COLD_PROBS, dtype=torch.float64)):
-        fail(f"with temperature=0.5 and top_p=0.9 only tokens 0 and 1 may be drawn (about 88% and 12%); got "
-             f"{[round(f, 3) for f in _frequencies(cold, 5).tolist()]}. Apply the temperature FIRST, then top-k, "
-             "then top-p, then sample")
-    expect_value_error(fn, _ROW, what="1-dimensional logits")
+        fail(tr("with temperature=0.5 and top_p=0.9 only tokens 0 and 1 may be drawn (about 88% and 12%); got "
+                "{frequencies}. Apply the temperature FIRST, then top-k, then top-p, then sample",
+                frequencies=[round(f, 3) for f in _frequencies(cold, 5).tolist()]))
+    expect_value_error(fn, _ROW, what=tr("1-dimensional logits"))
     passed("sample_next_token")
 
 
@@ -347,7 +355,7 @@ class _Window(torch.nn.Module):
         self.calls.append((idx.shape[1], S))
         self.grad_enabled.add(torch.is_grad_enabled())
         if S + idx.shape[1] > self.block_size:
-            raise _TooLong(f"{S} cached + {idx.shape[1]} new tokens do not fit in block_size 4", S)
+            raise _TooLong(tr("{S} cached + {new} new tokens do not fit in block_size 4", S=S, new=idx.shape[1]), S)
         window = idx if cache is None else torch.cat([cache, idx], 1)
         logits = self.first[window[:, :1]] + self.current[window[:, S:]] + self.place[S:window.shape[1]]
         return (logits, window) if use_cache else logits
@@ -373,11 +381,11 @@ def _generating(fn, model, *args, **kwargs):
         return fn(model, *args, **kwargs)
     except _TooLong as err:
         if err.cached:
-            fail(f"the model got {err}: the cache was never restarted. When the cache plus the new token would not "
-                 "fit in block_size, start a new cache from the last block_size tokens (learned positions cannot "
-                 "slide)")
-        fail(f"the model got {err}: the model may see at most block_size tokens; feed idx[:, -block_size:], the "
-             "LAST block_size tokens")
+            fail(tr("the model got {err}: the cache was never restarted. When the cache plus the new token would not "
+                    "fit in block_size, start a new cache from the last block_size tokens (learned positions cannot "
+                    "slide)", err=err))
+        fail(tr("the model got {err}: the model may see at most block_size tokens; feed idx[:, -block_size:], the "
+                "LAST block_size tokens", err=err))
 
 
 @public_check
@@ -387,32 +395,34 @@ def check_generate(fn) -> None:
     expect_tensor(out, (2, 8), "generate(model, idx (2, 2), 6, temperature=0)")
     if out.tolist() != _GEN_GREEDY:
         if any(t > 4 for t, _ in model.calls) or not out[:, :2].equal(_GEN_PROMPT):
-            fail("the model may see at most block_size tokens: feed idx[:, -block_size:], the LAST ones")
-        fail(f"greedy generation should give {_GEN_GREEDY}, got {out.tolist()}: at each step take the logits of "
-             "the LAST position, logits[:, -1], and append the chosen token")
+            fail(tr("the model may see at most block_size tokens: feed idx[:, -block_size:], the LAST ones"))
+        fail(tr("greedy generation should give {expected}, got {out}: at each step take the logits of "
+                "the LAST position, logits[:, -1], and append the chosen token",
+                expected=_GEN_GREEDY, out=out.tolist()))
     model = _Window()
     cached = _generating(fn, model, _GEN_PROMPT, 6, temperature=0, use_cache=True)
     if type(cached) is not torch.Tensor or cached.tolist() != _GEN_GREEDY:
-        fail("use_cache=True should give exactly the tokens of use_cache=False")
+        fail(tr("use_cache=True should give exactly the tokens of use_cache=False"))
     if model.calls != [(2, 0), (1, 2), (1, 3), (4, 0), (4, 0), (4, 0)]:
-        fail(f"with use_cache=True the model was called with (new tokens, cached tokens) = {model.calls}: feed the "
-             "prompt once, then only the newest token with the cache; when the cache is full (block_size), start "
-             "a new one from the last block_size tokens")
+        fail(tr("with use_cache=True the model was called with (new tokens, cached tokens) = {calls}: feed the "
+                "prompt once, then only the newest token with the cache; when the cache is full (block_size), start "
+                "a new one from the last block_size tokens", calls=model.calls))
     a = fn(_Window(), _GEN_PROMPT, 5, generator=torch.Generator().manual_seed(3))
     b = fn(_Window(), _GEN_PROMPT, 5, generator=torch.Generator().manual_seed(3), use_cache=True)
     if type(a) is not torch.Tensor or not torch.equal(a, b):
-        fail("sampling with the same seed should give the same tokens with and without the cache: pass the "
-             "generator to sample_next_token")
+        fail(tr("sampling with the same seed should give the same tokens with and without the cache: pass the "
+                "generator to sample_next_token"))
     if model.grad_enabled != {False}:
-        fail("the model ran with gradients enabled: wrap the loop in `with torch.no_grad():` (generation never "
-             "trains, and recording the graph costs memory at every step)")
+        fail(tr("the model ran with gradients enabled: wrap the loop in `with torch.no_grad():` (generation never "
+                "trains, and recording the graph costs memory at every step)"))
     for mode in ("eval", "train"):
         getattr(model, mode)()
         fn(model, _GEN_PROMPT, 2, temperature=0)
         if model.training != (mode == "train"):
-            fail(f"a model in {mode} mode left generate in {'train' if model.training else 'eval'} mode: leave the "
-                 "model's mode to the caller (no model.eval() or model.train() inside generate)")
-    expect_value_error(fn, _Window(), torch.tensor([1, 2]), 3, what="a 1-dimensional idx")
+            fail(tr("a model in {mode} mode left generate in {now} mode: leave the "
+                    "model's mode to the caller (no model.eval() or model.train() inside generate)",
+                    mode=mode, now="train" if model.training else "eval"))
+    expect_value_error(fn, _Window(), torch.tensor([1, 2]), 3, what=tr("a 1-dimensional idx"))
     passed("generate")
 
 
@@ -442,22 +452,23 @@ def check_beam_search(fn) -> None:
     out = fn(_Table(_TRAP), prompt, 2, 1)
     expect_tensor(out, (1, 3), "beam_search(model, [[0]], 2, beam_width=1)")
     if out.tolist() != [[0, 1, 4]]:
-        fail(f"beam width 1 is greedy decoding: expected [[0, 1, 4]], got {out.tolist()}")
+        fail(tr("beam width 1 is greedy decoding: expected [[0, 1, 4]], got {out}", out=out.tolist()))
     out = fn(_Table(_TRAP), prompt, 2, 2)
     if type(out) is not torch.Tensor or out.tolist() != [[0, 2, 3]]:
-        fail("with width 2 the search should find 0 -> 2 -> 3 (0.45 * 0.95), more likely than greedy's "
-             f"0 -> 1 -> 4 (0.55 * 0.37); got {out.tolist() if type(out) is torch.Tensor else out}. Keep the "
-             "beam_width best candidates over ALL (beam, token) pairs, scored by the SUM of log-probabilities")
+        fail(tr("with width 2 the search should find 0 -> 2 -> 3 (0.45 * 0.95), more likely than greedy's "
+                "0 -> 1 -> 4 (0.55 * 0.37); got {got}. Keep the "
+                "beam_width best candidates over ALL (beam, token) pairs, scored by the SUM of log-probabilities",
+                got=out.tolist() if type(out) is torch.Tensor else out))
     out = fn(_Table(_SHORT), prompt, 3, 5, eos_id=4)
     got = out.tolist() if type(out) is torch.Tensor else out
     if got == [[0, 1, 2, 3]]:
-        fail("[0, 4] has total probability 0.45, [0, 1, 2, 3] only 0.324: compare TOTAL log-probabilities, not "
-             "averages per token (or did you drop the finished beam?)")
+        fail(tr("[0, 4] has total probability 0.45, [0, 1, 2, 3] only 0.324: compare TOTAL log-probabilities, not "
+                "averages per token (or did you drop the finished beam?)"))
     if type(out) is torch.Tensor and out.shape[1] > 2 and out[0, 1] == 4:
-        fail("eos_id ends a sequence: a candidate ending with eos_id is finished and gets no further tokens")
+        fail(tr("eos_id ends a sequence: a candidate ending with eos_id is finished and gets no further tokens"))
     if got != [[0, 4]]:
-        fail(f"with eos_id=4 the best sequence is [[0, 4]]; got {got}")
-    expect_value_error(fn, _Table(_TRAP), torch.tensor([[0], [1]]), 2, 2, what="a batch of two prompts")
+        fail(tr("with eos_id=4 the best sequence is [[0, 4]]; got {got}", got=got))
+    expect_value_error(fn, _Table(_TRAP), torch.tensor([[0], [1]]), 2, 2, what=tr("a batch of two prompts"))
     passed("beam_search")
 
 
@@ -471,22 +482,23 @@ def _pairs(merges) -> list:
 def check_train_bpe(fn) -> None:
     merges = _pairs(fn("aaabdaaabac", 3))
     if not isinstance(merges, list):
-        fail("train_bpe should return a list of (int, int) tuples")
+        fail(tr("train_bpe should return a list of (int, int) tuples"))
     if merges != [(97, 97), (256, 97), (257, 98)]:
-        fail(f"train_bpe('aaabdaaabac', 3) should be [(97, 97), (256, 97), (257, 98)] (aa -> 256, 256 a -> 257, "
-             f"257 b -> 258); got {merges}")
+        fail(tr("train_bpe('aaabdaaabac', 3) should be [(97, 97), (256, 97), (257, 98)] (aa -> 256, 256 a -> 257, "
+                "257 b -> 258); got {merges}", merges=merges))
     four = _pairs(fn("aaaa", 3))
     if four != [(97, 97), (256, 256)]:
-        fail(f"'aaaa' should give [(97, 97), (256, 256)] and then stop (one token left); got {four}. Merge "
-             "occurrences left to right WITHOUT overlap (skip both elements after a merge), and stop when no pair "
-             "is left")
+        fail(tr("'aaaa' should give [(97, 97), (256, 256)] and then stop (one token left); got {four}. Merge "
+                "occurrences left to right WITHOUT overlap (skip both elements after a merge), and stop when no pair "
+                "is left", four=four))
     tie = _pairs(fn("cdab cdab", 1))
     if tie != [(99, 100)]:
-        fail(f"(c, d), (d, a) and (a, b) all occur twice in 'cdab cdab'; the tie goes to the pair seen first, "
-             f"(99, 100); got {tie}")
+        fail(tr("(c, d), (d, a) and (a, b) all occur twice in 'cdab cdab'; the tie goes to the pair seen first, "
+                "(99, 100); got {tie}", tie=tie))
     accent = _pairs(fn("éé", 1))
     if accent != [(195, 169)]:
-        fail(f"'é' is two UTF-8 bytes (195, 169): train on text.encode('utf-8'), not on code points; got {accent}")
+        fail(tr("'é' is two UTF-8 bytes (195, 169): train on text.encode('utf-8'), not on code points; got {accent}",
+                accent=accent))
     expect_value_error(fn, "abc", -1, what="num_merges = -1")
     passed("train_bpe")
 
@@ -495,19 +507,19 @@ def check_train_bpe(fn) -> None:
 def check_bpe_encode(fn) -> None:
     got = fn("abcbcbc", [(97, 98), (98, 99)])
     if got == [97, 257, 257, 257]:
-        fail("merge the pair with the LOWEST merge index first ((a, b) is merge 0), not the most frequent one")
+        fail(tr("merge the pair with the LOWEST merge index first ((a, b) is merge 0), not the most frequent one"))
     if got != [256, 99, 257, 257]:
-        fail(f"bpe_encode('abcbcbc', [(97, 98), (98, 99)]) should be [256, 99, 257, 257]; got {got}")
+        fail(tr("bpe_encode('abcbcbc', [(97, 98), (98, 99)]) should be [256, 99, 257, 257]; got {got}", got=got))
     got = fn("abc", [(98, 99), (97, 98)])
     if got == [257, 99]:
-        fail("(b, c) is merge 0 and must be applied before (a, b), wherever it is: not greedily left to right")
+        fail(tr("(b, c) is merge 0 and must be applied before (a, b), wherever it is: not greedily left to right"))
     if got != [97, 256]:
-        fail(f"bpe_encode('abc', [(98, 99), (97, 98)]) should be [97, 256]; got {got}")
+        fail(tr("bpe_encode('abc', [(98, 99), (97, 98)]) should be [97, 256]; got {got}", got=got))
     got = fn("aaaaa", [(97, 97), (256, 256)])
     if got != [257, 97]:
-        fail(f"'aaaaa' with [(97, 97), (256, 256)] should be [257, 97] (merges never overlap); got {got}")
+        fail(tr("'aaaaa' with [(97, 97), (256, 256)] should be [257, 97] (merges never overlap); got {got}", got=got))
     if fn("é", []) != [195, 169]:
-        fail("start from the UTF-8 bytes: 'é' is [195, 169]")
+        fail(tr("start from the UTF-8 bytes: 'é' is [195, 169]"))
     passed("bpe_encode")
 
 
@@ -516,19 +528,19 @@ def check_bpe_decode(fn) -> None:
     merges = [(97, 97), (256, 256), (104, 105)]
     got = fn([258, 33, 257, 256, 97], merges)
     if got != "hi!aaaaaaa":
-        fail(f"bpe_decode([258, 33, 257, 256, 97], {merges}) should be 'hi!aaaaaaa' (257 = 256 + 256 = 'aaaa'); "
-             f"got {got!r}")
+        fail(tr("bpe_decode([258, 33, 257, 256, 97], {merges}) should be 'hi!aaaaaaa' (257 = 256 + 256 = 'aaaa'); "
+                "got {got!r}", merges=merges, got=got))
     raw = "注".encode("utf-8")
     got = fn([256, raw[2]], [(raw[0], raw[1])])
     if got == "\ufffd\ufffd" or got == "\ufffd" * 3:
-        fail("join the bytes of ALL tokens first and decode once: a character may be split across tokens")
+        fail(tr("join the bytes of ALL tokens first and decode once: a character may be split across tokens"))
     if got != "注":
-        fail(f"a character split over two tokens should come back whole ('注'); got {got!r}")
+        fail(tr("a character split over two tokens should come back whole ('注'); got {got!r}", got=got))
     try:
         cut = fn([raw[0], raw[1]], [])
     except UnicodeDecodeError:
-        fail("decode with errors='replace': an incomplete character becomes U+FFFD instead of raising")
+        fail(tr("decode with errors='replace': an incomplete character becomes U+FFFD instead of raising"))
     if cut != "\ufffd":
-        fail(f"the first two bytes of '注' should decode to '\\ufffd' (errors='replace'); got {cut!r}")
-    expect_value_error(fn, [300], [], what="an id that is not in the vocabulary")
+        fail(tr("the first two bytes of '注' should decode to '\\ufffd' (errors='replace'); got {cut!r}", cut=cut))
+    expect_value_error(fn, [300], [], what=tr("an id that is not in the vocabulary"))
     passed("bpe_decode")

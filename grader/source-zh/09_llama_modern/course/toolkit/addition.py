@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from course import tr
+
 PLUS, EQUALS = 10, 11  # ids 0-9 are the digits themselves
 VOCAB = "0123456789+="
 
@@ -34,9 +36,10 @@ class AdditionTask:
     def __init__(self, num_digits: int = 3, num_held_out: int = 1000, reverse_answer: bool = True,
                  seed: int = 0, zero_digit_prob: float = 0.0):
         if num_digits < 1:
-            raise ValueError(f"num_digits must be at least 1, got {num_digits}")
+            raise ValueError(tr("num_digits must be at least 1, got {num_digits}", num_digits=num_digits))
         if not 0.0 <= zero_digit_prob < 1.0:
-            raise ValueError(f"zero_digit_prob must be in [0, 1), got {zero_digit_prob}")
+            raise ValueError(tr("zero_digit_prob must be in [0, 1), got {zero_digit_prob}",
+                                zero_digit_prob=zero_digit_prob))
         self.num_digits, self.reverse_answer = num_digits, reverse_answer
         self.zero_digit_prob = zero_digit_prob
         self.vocab_size = len(VOCAB)

@@ -5,6 +5,8 @@ import inspect
 import os
 import textwrap
 
+from course import tr
+
 GRADING_ENV = "TRANSFORMERS_COURSE_GRADING"
 
 
@@ -27,13 +29,13 @@ def pretrained_unavailable(repo_id: str) -> str | None:
     import socket
 
     if os.environ.get("CI") or grading_run():
-        return "skipped: no downloads in CI or while grading"
+        return tr("skipped: no downloads in CI or while grading")
     if importlib.util.find_spec("transformers") is None:
-        return f"skipped: `pip install transformers` to load {repo_id}"
+        return tr("skipped: `pip install transformers` to load {repo_id}", repo_id=repo_id)
     try:
         socket.create_connection(("huggingface.co", 443), timeout=3).close()
     except OSError:
-        return f"skipped: the Hugging Face hub is not reachable, so {repo_id} cannot be downloaded"
+        return tr("skipped: the Hugging Face hub is not reachable, so {repo_id} cannot be downloaded", repo_id=repo_id)
     return None
 
 
@@ -71,5 +73,10 @@ def waits_for(*exercises) -> None:
     missing = [getattr(obj, "__name__", str(obj)) for obj in exercises if unwritten(obj)]
     if missing:
         names = ", ".join(f"`{name}`" for name in missing)
-        raise WaitingForExercise(f"this cell waits for {names}: write {'it' if len(missing) == 1 else 'them'} "
-                                 "above (the check should pass), then run this cell again")
+        if len(missing) == 1:
+            message = tr("this cell waits for {names}: write it above (the check should pass), then run this cell "
+                         "again", names=names)
+        else:
+            message = tr("this cell waits for {names}: write them above (the check should pass), then run this "
+                         "cell again", names=names)
+        raise WaitingForExercise(message)
