@@ -6,7 +6,9 @@ it is cut into translation units, each keyed by its English text (gettext's msgi
 - `markdown`: a markdown cell (written answers excepted: the learner writes those);
 - `docstring`: the docstring of an exercise's def or class, or of a method inside it;
 - `code`: a code cell with comments or printed prose, translated as a whole; a translation may
-  change only comments and string constants (checked with `ast`), never the code.
+  change only comments and string constants (checked with `ast`), never the code;
+- `figure`: a text the chapter's figure script draws, `_("...")` in images/<name>_figures.py
+  (grader.authoring.figures).
 
 `i18n/<lang>/<NN_name>.po` holds them. Editing an English unit changes its msgid, so the old
 translation no longer applies: `grader translate` keeps it as a fuzzy entry holding the previous
@@ -29,6 +31,7 @@ from pathlib import Path
 import nbformat
 import polib
 
+from grader.authoring import figures
 from grader.chapters import LANGUAGES, REPO, Chapter, is_answer_cell
 
 __all__ = ["LANGUAGES", "IncompleteTranslation", "problems", "translate", "units", "update"]
@@ -49,7 +52,7 @@ class IncompleteTranslation(ValueError):
 
 @dataclass(frozen=True)
 class Unit:
-    kind: str  # markdown | docstring | code
+    kind: str  # markdown | docstring | code | figure
     where: str  # "cell 12", "SelfAttention.forward"
     text: str
 
@@ -99,6 +102,12 @@ def units(nb: nbformat.NotebookNode) -> list[Unit]:
     return found
 
 
+def chapter_units(chapter: Chapter, nb: nbformat.NotebookNode) -> list[Unit]:
+    """The notebook's units, then the texts its figures draw."""
+    return units(nb) + [Unit("figure", f"{figures.script(chapter).name} {where}", text)
+                        for where, text in figures.texts(chapter)]
+
+
 # ------------------------------------------------------------------ catalogues
 def _entry(unit: Unit) -> polib.POEntry:
     return polib.POEntry(msgid=unit.text, msgstr="", comment=f"{unit.kind}: {unit.where}")
@@ -125,7 +134,7 @@ def update(chapter: Chapter, lang: str, nb: nbformat.NotebookNode) -> tuple[poli
     fresh = polib.POFile(wrapwidth=0)
     fresh.metadata = old.metadata
     counts = {"kept": 0, "fuzzy": 0, "new": 0}
-    for unit in units(nb):
+    for unit in chapter_units(chapter, nb):
         entry = _entry(unit)
         if unit.text.strip() in known:
             previous = known[unit.text.strip()]
@@ -168,7 +177,7 @@ def problems(chapter: Chapter, lang: str, nb: nbformat.NotebookNode) -> list[str
     and the unit (missing, untranslated, out of date, or a code translation that changes code)."""
     catalogue = {e.msgid.strip(): e for e in load(chapter, lang) if not e.obsolete}
     found = []
-    for unit in units(nb):
+    for unit in chapter_units(chapter, nb):
         first = unit.text.strip().splitlines()[0][:70] if unit.text.strip() else ""
         label = f"{chapter.assignment} ({lang}) {unit.kind} {unit.where} «{first}»"
         entry = catalogue.get(unit.text.strip())
