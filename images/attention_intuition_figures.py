@@ -61,7 +61,7 @@ def library() -> None:
     ax.text(8.6, -0.25, _("answer = sum over the books\nof weight x value"), ha="center", fontsize=9, color=WEIGHT)
     ax.set_title(_("Attention as a soft library search: compare the query with every key, "
                  "then blend the values"), fontsize=11)
-    FIG.savefig(fig, OUT / "library_qkv.png", dpi=DPI, bbox_inches="tight")
+    FIG.savefig(fig, FIG.out() / "library_qkv.png", dpi=DPI, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -95,7 +95,7 @@ def pooling() -> None:
     ax.text(9.55, 2.75, _("output"), ha="center", fontsize=10)
     ax.set_title(_("Attention pooling: scores -> softmax over the keys -> weighted average of the values"),
                  fontsize=11)
-    FIG.savefig(fig, OUT / "attention_pooling.png", dpi=DPI, bbox_inches="tight")
+    FIG.savefig(fig, FIG.out() / "attention_pooling.png", dpi=DPI, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -146,7 +146,7 @@ def sparse_patterns(T: int = 16) -> plt.Figure:
     window, side, stride, num_global = 4, 3, 4, 2
     sliding = causal & (distance < window)
     patterns = {
-        "full causal (2017, GPT)": causal,
+        _("full causal (2017, GPT)"): causal,
         _("local band, {side} keys each side\n(encoder; Longformer-style)").format(side=side): distance.abs() <= side,
         _("strided, every {stride}th key\n(Sparse Transformer head)").format(stride=stride):
             causal & (distance % stride == 0),

@@ -23,16 +23,19 @@ from grader.chapters import CHAPTERS, LANGUAGES, REPO, Chapter
 
 SCRIPTS = REPO / "images"
 STAMP_KEY = "Course-Figure-Stamp"
-FONT_FILE = "CourseSansSC-Regular.otf"  # a subset of Noto Sans CJK SC (grader.authoring.fonts)
-FONT_FAMILY = "Course Sans SC"
+FONT_FAMILY = "Course Sans SC"  # a subset of Noto Sans CJK SC (grader.authoring.fonts)
+WEIGHTS = ("Regular", "Bold")
+# The shipped font first: a text mixing $math$ and Chinese draws its plain part in the first family
+# alone; DejaVu Sans (matplotlib's own) for the symbols the subset lacks.
+FONT_ORDER = [FONT_FAMILY, "DejaVu Sans"]
 
 
 def script(chapter: Chapter) -> Path:
     return SCRIPTS / f"{chapter.name}_figures.py"
 
 
-def font_path(lang: str) -> Path:
-    return REPO / "i18n" / lang / "fonts" / FONT_FILE
+def font_path(lang: str, weight: str = "Regular") -> Path:
+    return REPO / "i18n" / lang / "fonts" / f"{FONT_FAMILY.replace(' ', '')}-{weight}.otf"
 
 
 def figure_dir(chapter: Chapter, lang: str) -> Path:
@@ -73,8 +76,9 @@ def stamp(chapter: Chapter, lang: str) -> str:
     digest = hashlib.sha256(script(chapter).read_bytes())
     for english, translated in sorted(table(chapter, lang).items()):
         digest.update(f"\0{english}\0{translated}".encode())
-    font = font_path(lang)
-    digest.update(font.read_bytes() if font.exists() else b"no font")
+    for weight in WEIGHTS:
+        font = font_path(lang, weight)
+        digest.update(font.read_bytes() if font.exists() else b"no font")
     return digest.hexdigest()[:20]
 
 
@@ -117,9 +121,9 @@ class Figures:
             figure_dir(self.chapter, lang).mkdir(parents=True, exist_ok=True)
             settings = contextlib.nullcontext()
             if lang != "en":
-                font_manager.fontManager.addfont(str(font_path(lang)))
-                # DejaVu Sans first: Latin text looks as in English; the shipped font for the rest.
-                settings = rc_context({"font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans", FONT_FAMILY]})
+                for weight in WEIGHTS:
+                    font_manager.fontManager.addfont(str(font_path(lang, weight)))
+                settings = rc_context({"font.family": FONT_ORDER})
             with settings:
                 yield lang
         self.lang, self.translations = "en", {}

@@ -23,7 +23,7 @@ from fontTools.ttLib import TTCollection, TTFont
 from grader.authoring import figures, i18n
 from grader.chapters import CHAPTERS, LANGUAGES
 
-SYSTEM_FONT = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")  # Debian: fonts-noto-cjk
+SYSTEM_FONTS = Path("/usr/share/fonts/opentype/noto")  # Debian: fonts-noto-cjk, NotoSansCJK-<weight>.ttc
 SYSTEM_FAMILY = "Noto Sans CJK SC"
 LICENCE = Path("/usr/share/doc/fonts-noto-cjk/copyright")
 ASCII = {chr(c) for c in range(0x20, 0x7F)}
@@ -72,7 +72,7 @@ def missing(lang: str) -> dict[str, str]:
     matplotlib's DejaVu Sans has (it would be drawn as a box, with a "Glyph missing" warning)."""
     import matplotlib  # lazy: only here
 
-    have = _cmap(figures.font_path(lang)) if figures.font_path(lang).exists() else set()
+    have = _cmap(figures.font_path(lang)) if figures.font_path(lang).exists() else set()  # Bold: the same
     have |= _cmap(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf")
     found = {}
     for text, where in figure_texts(lang).items():
@@ -82,11 +82,12 @@ def missing(lang: str) -> dict[str, str]:
     return found
 
 
-def _system_face() -> TTFont:
-    for font in TTCollection(SYSTEM_FONT).fonts:
+def _system_face(weight: str) -> TTFont:
+    path = SYSTEM_FONTS / f"NotoSansCJK-{weight}.ttc"
+    for font in TTCollection(path).fonts:
         if font["name"].getDebugName(1) == SYSTEM_FAMILY:
             return font
-    raise ValueError(f"{SYSTEM_FONT} has no face {SYSTEM_FAMILY!r}")
+    raise ValueError(f"{path} has no face {SYSTEM_FAMILY!r}")
 
 
 def _licence(copyright_line: str) -> str:
@@ -98,14 +99,14 @@ def _licence(copyright_line: str) -> str:
         if not line.startswith(" "):
             break
         text.append("" if line.strip() == "." else line[1:])
-    return (f"{figures.FONT_FILE}: a subset of {SYSTEM_FAMILY} Regular (https://github.com/notofonts/noto-cjk),\n"
+    names = " and ".join(figures.font_path("zh", w).name for w in figures.WEIGHTS)
+    return (f"{names}: subsets of {SYSTEM_FAMILY} (https://github.com/notofonts/noto-cjk),\n"
             f"renamed {figures.FONT_FAMILY!r}, made by `python -m grader.authoring.fonts --write`.\n"
             f"{copyright_line}\n\n" + "\n".join(text).strip() + "\n")
 
 
-def write(lang: str) -> Path:
-    """Make the subset and its licence file under i18n/<lang>/fonts/."""
-    font = _system_face()
+def _subset(lang: str, weight: str) -> TTFont:
+    font = _system_face(weight)
     options = subset.Options()
     options.name_IDs = [0, 1, 2, 3, 4, 5, 6, 13, 14]
     options.hinting = False
@@ -114,33 +115,41 @@ def write(lang: str) -> Path:
     subsetter = subset.Subsetter(options)
     subsetter.populate(text="".join(sorted(characters(lang))))
     subsetter.subset(font)
+    family = figures.FONT_FAMILY
+    postscript = f"{family.replace(' ', '')}-{weight}"
     name = font["name"]
-    postscript = figures.FONT_FAMILY.replace(" ", "") + "-Regular"
-    for name_id, value in ((1, figures.FONT_FAMILY), (3, postscript), (4, f"{figures.FONT_FAMILY} Regular"),
-                           (6, postscript)):
+    for name_id, value in ((1, family), (2, weight), (3, postscript), (4, f"{family} {weight}"), (6, postscript)):
         name.setName(value, name_id, 3, 1, 0x409)
         name.setName(value, name_id, 1, 0, 0)
     name.names = [n for n in name.names if n.nameID not in (16, 17)]
-    if "CFF " in font:
-        cff = font["CFF "].cff
-        cff.fontNames = [postscript]
-        cff.topDictIndex[0].FamilyName = figures.FONT_FAMILY
-        cff.topDictIndex[0].FullName = f"{figures.FONT_FAMILY} Regular"
-    path = figures.font_path(lang)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    font.save(path)
-    (path.parent / "OFL.txt").write_text(_licence(name.getDebugName(0) or ""))
-    return path
+    cff = font["CFF "].cff
+    cff.fontNames = [postscript]
+    cff.topDictIndex[0].FamilyName = family
+    cff.topDictIndex[0].FullName = f"{family} {weight}"
+    font.recalcTimestamp = False  # the same characters give the same bytes
+    return font
+
+
+def write(lang: str) -> Path:
+    """Make the subsets (each weight) and their licence file under i18n/<lang>/fonts/."""
+    for weight in figures.WEIGHTS:
+        font = _subset(lang, weight)
+        path = figures.font_path(lang, weight)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        font.save(path)
+    (path.parent / "OFL.txt").write_text(_licence(font["name"].getDebugName(0) or ""))
+    return path.parent
 
 
 def main(argv: list[str]) -> int:
     bad = 0
     for lang in LANGUAGES:
         if "--write" in argv:
-            path = write(lang)
-            print(f"{path}: {len(characters(lang))} characters, {path.stat().st_size // 1024} KB")
+            folder = write(lang)
+            sizes = ", ".join(f"{p.name} {p.stat().st_size // 1024} KB" for p in sorted(folder.glob("*.otf")))
+            print(f"{folder}: {len(characters(lang))} characters; {sizes}")
         for ch, where in sorted(missing(lang).items()):
-            print(f"{lang}: {ch!r} (U+{ord(ch):04X}) not in {figures.FONT_FILE}, used by {where}")
+            print(f"{lang}: {ch!r} (U+{ord(ch):04X}) not in {figures.font_path(lang).name}, used by {where}")
             bad += 1
     if bad:
         print("run `python -m grader.authoring.fonts --write` (needs fonts-noto-cjk)", file=sys.stderr)

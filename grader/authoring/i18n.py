@@ -23,6 +23,7 @@ import difflib
 import inspect
 import io
 import re
+import string
 import textwrap
 import tokenize
 from dataclasses import dataclass
@@ -172,6 +173,13 @@ def _code_source(source: str) -> str:
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
 
 
+def _fields(template: str) -> list[str] | None:
+    try:
+        return sorted(name for _, name, _, _ in string.Formatter().parse(template) if name is not None)
+    except ValueError:
+        return None
+
+
 def problems(chapter: Chapter, lang: str, nb: nbformat.NotebookNode) -> list[str]:
     """What keeps the chapter's catalogue from translating the chapter: each line names the chapter
     and the unit (missing, untranslated, out of date, or a code translation that changes code)."""
@@ -194,6 +202,8 @@ def problems(chapter: Chapter, lang: str, nb: nbformat.NotebookNode) -> list[str
                 same = False
             if not same:
                 found.append(f"{label}: the translation changes the code, not only comments and strings")
+        elif unit.kind == "figure" and _fields(entry.msgstr) != _fields(unit.text):
+            found.append(f"{label}: the translation's {{placeholders}} differ from the English")
     return found
 
 
