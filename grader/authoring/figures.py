@@ -38,6 +38,12 @@ def font_path(lang: str, weight: str = "Regular") -> Path:
     return REPO / "i18n" / lang / "fonts" / f"{FONT_FAMILY.replace(' ', '')}-{weight}.otf"
 
 
+def font_files(lang: str) -> dict[str, Path]:
+    """What a translated folder carries in course/toolkit/fontfiles/ (course/toolkit/fonts.py)."""
+    folder = REPO / "i18n" / lang / "fonts"
+    return {f"course/toolkit/fontfiles/{p.name}": p for p in sorted(folder.glob("*")) if p.is_file()}
+
+
 def figure_dir(chapter: Chapter, lang: str) -> Path:
     """Where a script draws the chapter's figures in `lang`."""
     if lang == "en":
@@ -99,6 +105,18 @@ def stale(chapter: Chapter, lang: str) -> list[str]:
     found += [f"{png}: no English figure of that name" for png in sorted(folder.glob("*.png"))
               if png.name not in english]
     return found
+
+
+def edition_images(chapter: Chapter) -> tuple[dict[str, bytes], list[str]]:
+    """The edition's figures under the English names (images/<name>.png), and the ones missing."""
+    folder, files, missing = figure_dir(chapter, chapter.lang), {}, []
+    for png in sorted(figure_dir(chapter, "en").glob("*.png")):
+        if (folder / png.name).is_file():
+            files[f"images/{png.name}"] = (folder / png.name).read_bytes()
+        else:
+            missing.append(f"{chapter.assignment} ({chapter.lang}) figure images/{png.name}: not drawn "
+                           f"(python images/make_figures.py)")
+    return files, missing
 
 
 class Figures:
