@@ -2,8 +2,8 @@
 
 Learners' machines and CI have no CJK font, so the course carries one: i18n/<lang>/fonts/ holds a
 subset of Noto Sans CJK SC (SIL Open Font License, OFL.txt beside it) with exactly the characters
-the edition's figure texts use, plus ASCII. Figure texts are the `figure` units' translations
-(grader.authoring.figures) and, in the `code` units' translations, every string outside a print()
+the edition's figure texts use, plus ASCII and the minus sign. Figure texts are the `figure`
+units' translations (grader.authoring.figures) and, in the `code` units' translations, every string outside a print()
 call (plot titles, labels, legends; printed text goes to the console, not to a figure).
 
     python -m grader.authoring.fonts --write   # regenerate (needs the system package fonts-noto-cjk)
@@ -26,7 +26,8 @@ from grader.chapters import CHAPTERS, LANGUAGES
 SYSTEM_FONTS = Path("/usr/share/fonts/opentype/noto")  # Debian: fonts-noto-cjk, NotoSansCJK-<weight>.ttc
 SYSTEM_FAMILY = "Noto Sans CJK SC"
 LICENCE = Path("/usr/share/doc/fonts-noto-cjk/copyright")
-ASCII = {chr(c) for c in range(0x20, 0x7F)}
+# ASCII, and the minus sign of tick labels (drawn as $\mathdefault{...}$: the first family, no fallback)
+ALWAYS = {chr(c) for c in range(0x20, 0x7F)} | {"\u2212"}
 
 
 def _strings_outside_print(source: str) -> list[str]:
@@ -59,7 +60,7 @@ def figure_texts(lang: str) -> dict[str, str]:
 
 
 def characters(lang: str) -> set[str]:
-    return ASCII | {ch for text in figure_texts(lang) for ch in text if ch.isprintable() and not ch.isspace()}
+    return ALWAYS | {ch for text in figure_texts(lang) for ch in text if ch.isprintable() and not ch.isspace()}
 
 
 def _cmap(path: Path) -> set[str]:

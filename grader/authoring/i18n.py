@@ -105,8 +105,10 @@ def units(nb: nbformat.NotebookNode) -> list[Unit]:
 
 def chapter_units(chapter: Chapter, nb: nbformat.NotebookNode) -> list[Unit]:
     """The notebook's units, then the texts its figures draw."""
-    return units(nb) + [Unit("figure", f"{figures.script(chapter).name} {where}", text)
-                        for where, text in figures.texts(chapter)]
+    drawn = {}  # a text drawn twice is one unit
+    for where, text in figures.texts(chapter):
+        drawn.setdefault(text, Unit("figure", f"{figures.script(chapter).name} {where}", text))
+    return units(nb) + list(drawn.values())
 
 
 # ------------------------------------------------------------------ catalogues
