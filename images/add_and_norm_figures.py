@@ -5,15 +5,21 @@ Run: python images/add_and_norm_figures.py
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: grader.authoring
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
+from grader.authoring.figures import Figures
+
 OUT = Path(__file__).resolve().parents[1] / "chapters" / "05_add_and_norm" / "images"
+FIG = Figures("add_and_norm")  # draws each edition; _ translates a text
+_ = FIG._
 DPI = 100
 COLOURS = {"attn": "#fde2c8", "ffn": "#d9ead3", "norm": "#fff2cc", "add": "#ffffff", "io": "#e8eef7"}
 
@@ -62,26 +68,26 @@ def _sublayer(ax, x, y0, name, colour, norm_first, norm_name):
 def encoder_layer(path: Path) -> None:
     """Post-LN and Pre-LN encoder layers side by side; the residual paths in blue."""
     fig, axes = plt.subplots(1, 2, figsize=(8.6, 5.4))
-    for ax, norm_first, title in ((axes[0], False, "Post-LN (2017 paper, norm_first=False)"),
-                                  (axes[1], True, "Pre-LN (GPT-2 and later, norm_first=True)")):
+    for ax, norm_first, title in ((axes[0], False, _("Post-LN (2017 paper, norm_first=False)")),
+                                  (axes[1], True, _("Pre-LN (GPT-2 and later, norm_first=True)"))):
         ax.set_xlim(0, 4.6)
         ax.set_ylim(-0.3, 6.75)
         ax.axis("off")
         x = 2.6
         _box(ax, x, 0.0, 1.5, 0.4, "x  (B, T, D)", COLOURS["io"])
-        y = _sublayer(ax, x, 0.2, "multi-head\nself-attention", COLOURS["attn"], norm_first, "norm1")
-        y = _sublayer(ax, x, y, "feed-forward\nlinear, ReLU, linear", COLOURS["ffn"], norm_first, "norm2")
+        y = _sublayer(ax, x, 0.2, _("multi-head\nself-attention"), COLOURS["attn"], norm_first, "norm1")
+        y = _sublayer(ax, x, y, _("feed-forward\nlinear, ReLU, linear"), COLOURS["ffn"], norm_first, "norm2")
         _arrow(ax, [(x, y), (x, y + 0.35)])
         _box(ax, x, y + 0.55, 1.5, 0.4, "x  (B, T, D)", COLOURS["io"])
         ax.set_title(title, fontsize=10)
         if norm_first:
-            ax.text(x + 0.85, y + 0.55, "  a Pre-LN stack ends with\n  one more LayerNorm\n  (Encoder.norm)", ha="left",
-                    va="center", fontsize=8, color="#555555", style="italic")
-            ax.text(0.05, 1.3, "the residual\nstream x is\nnever\nnormalised", fontsize=8, color="tab:blue")
+            ax.text(x + 0.85, y + 0.55, _("  a Pre-LN stack ends with\n  one more LayerNorm\n  (Encoder.norm)"),
+                    ha="left", va="center", fontsize=8, color="#555555", style="italic")
+            ax.text(0.05, 1.3, _("the residual\nstream x is\nnever\nnormalised"), fontsize=8, color="tab:blue")
         else:
-            ax.text(0.05, 1.3, "every sum\nis normalised\nbefore the next\nsub-layer", fontsize=8, color="tab:blue")
+            ax.text(0.05, 1.3, _("every sum\nis normalised\nbefore the next\nsub-layer"), fontsize=8, color="tab:blue")
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    FIG.savefig(fig, path, dpi=DPI)
     plt.close(fig)
 
 
@@ -105,29 +111,30 @@ def layer_vs_batch_norm(path: Path) -> None:
                     if kind == "BatchNorm" and d == 2:
                         face = "#d5a6bd" if padding else "#a4c2f4"
                     ax.add_patch(Rectangle((d, top + t), 1, 1, facecolor=face, edgecolor="#999999", lw=0.6))
-                label = f"sentence {b + 1}, token {t + 1}" if not padding else "<pad>"
+                label = _("sentence {b}, token {t}").format(b=b + 1, t=t + 1) if not padding else "<pad>"
                 ax.text(-0.1, top + t + 0.5, label, ha="right", va="center", fontsize=7,
                         color="#999999" if padding else "#333333")
         for d in range(D):
             ax.text(d + 0.5, -0.12, f"f{d + 1}", ha="center", va="bottom", fontsize=7)
-        ax.text(D / 2, -0.75, "features (the D axis)", ha="center", va="bottom", fontsize=8)
+        ax.text(D / 2, -0.75, _("features (the D axis)"), ha="center", va="bottom", fontsize=8)
         if kind == "LayerNorm":
-            ax.set_title("LayerNorm: statistics of ONE token over its D features\n"
-                         "(no other token is involved, in training or at test time)", fontsize=9)
+            ax.set_title(_("LayerNorm: statistics of ONE token over its D features\n"
+                         "(no other token is involved, in training or at test time)"), fontsize=9)
         else:
-            ax.set_title("BatchNorm: statistics of ONE feature over the whole batch\n"
-                         "(every sentence is involved, <pad> too, in pink)", fontsize=9)
+            ax.set_title(_("BatchNorm: statistics of ONE feature over the whole batch\n"
+                         "(every sentence is involved, <pad> too, in pink)"), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    FIG.savefig(fig, path, dpi=DPI)
     plt.close(fig)
 
 
 def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    encoder_layer(OUT / "encoder_layer.png")
-    layer_vs_batch_norm(OUT / "layer_vs_batch_norm.png")
-    for png in sorted(OUT.glob("*.png")):
-        print(f"{png.relative_to(OUT.parent.parent)}: {png.stat().st_size // 1024} KB")
+    for _lang in FIG.editions():
+        FIG.out().mkdir(parents=True, exist_ok=True)
+        encoder_layer(FIG.out() / "encoder_layer.png")
+        layer_vs_batch_norm(FIG.out() / "layer_vs_batch_norm.png")
+        for png in sorted(FIG.out().glob("*.png")):
+            print(f"{png.relative_to(FIG.out().parent.parent)}: {png.stat().st_size // 1024} KB")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,22 @@
 """Conceptual figures for chapter 02 (self-attention), drawn into chapters/02_self_attention/images/."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: grader.authoring
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
+from grader.authoring.figures import Figures
+
 OUT = Path(__file__).resolve().parents[1] / "chapters" / "02_self_attention" / "images"
+FIG = Figures("self_attention")  # draws each edition; _ translates a text
+_ = FIG._
 DPI = 100
 
 
@@ -34,24 +40,24 @@ def self_attention_flow(path: Path) -> None:
     ax.set_xlim(0, 10.4)
     ax.set_ylim(0, 4)
     ax.axis("off")
-    _box(ax, 0.8, 2.0, 1.2, 2.6, "X\n(T, D)\n\none row\nper token", "#e8eef7")
+    _box(ax, 0.8, 2.0, 1.2, 2.6, _("X\n(T, D)\n\none row\nper token"), "#e8eef7")
     rows = {"Q": (3.2, "#fde2c8", "$W_q$"), "K": (2.0, "#d9ead3", "$W_k$"), "V": (0.8, "#e4dcf1", "$W_v$")}
     for name, (y, color, w) in rows.items():
         size = "(T, $d_v$)" if name == "V" else "(T, $d_k$)"
         _arrow(ax, (1.45, 2.0), (2.55, y), w)
         _box(ax, 3.1, y, 1.1, 0.75, f"{name}\n{size}", color)
-    _box(ax, 5.2, 2.6, 1.7, 1.0, "scores\n$QK^\\top/\\sqrt{d_k}$\n(T, T)", "#fff2cc")
+    _box(ax, 5.2, 2.6, 1.7, 1.0, _("scores\n$QK^\\top/\\sqrt{d_k}$\n(T, T)"), "#fff2cc")
     _arrow(ax, (3.7, 3.2), (4.33, 2.8))
     _arrow(ax, (3.7, 2.0), (4.33, 2.4))
-    _box(ax, 7.2, 2.6, 1.45, 1.0, "mask\n(optional)\nthen softmax\nover keys", "#fce4ec", fontsize=9)
+    _box(ax, 7.2, 2.6, 1.45, 1.0, _("mask\n(optional)\nthen softmax\nover keys"), "#fce4ec", fontsize=9)
     _arrow(ax, (6.08, 2.6), (6.45, 2.6))
-    _box(ax, 9.2, 2.0, 1.6, 1.3, "output\nweights @ V\n(T, $d_v$)", "#e8eef7")
-    _arrow(ax, (7.95, 2.4), (8.38, 2.15), "weights", fontsize=8, dy=-0.45)
+    _box(ax, 9.2, 2.0, 1.6, 1.3, _("output\nweights @ V\n(T, $d_v$)"), "#e8eef7")
+    _arrow(ax, (7.95, 2.4), (8.38, 2.15), _("weights"), fontsize=8, dy=-0.45)
     _arrow(ax, (3.7, 0.8), (8.38, 1.75))
-    ax.text(5.2, 0.25, "queries, keys and values are three views of the same sequence X",
+    ax.text(5.2, 0.25, _("queries, keys and values are three views of the same sequence X"),
             ha="center", fontsize=9, style="italic", color="#555555")
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    FIG.savefig(fig, path, dpi=DPI)
     plt.close(fig)
 
 
@@ -64,8 +70,8 @@ def masks(path: Path) -> None:
     padding = np.broadcast_to(np.array([w != "<pad>" for w in padded]), (T, T))
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.9))
     cmap = matplotlib.colors.ListedColormap(["#d0d0d0", "#6aa84f"])
-    for ax, mask, words, title in ((axes[0], causal, sentence, "causal mask: no peeking ahead"),
-                                   (axes[1], padding, padded, "padding mask: ignore <pad> keys")):
+    for ax, mask, words, title in ((axes[0], causal, sentence, _("causal mask: no peeking ahead")),
+                                   (axes[1], padding, padded, _("padding mask: ignore <pad> keys"))):
         ax.imshow(mask, cmap=cmap, vmin=0, vmax=1)
         for i in range(T):
             for j in range(T):
@@ -73,13 +79,13 @@ def masks(path: Path) -> None:
                         color="white" if mask[i, j] else "#555555")
         ax.set_xticks(range(T), words, rotation=45, ha="right", fontsize=8)
         ax.set_yticks(range(T), words, fontsize=8)
-        ax.set_xlabel("key")
-        ax.set_ylabel("query")
+        ax.set_xlabel(_("key"))
+        ax.set_ylabel(_("query"))
         ax.set_title(title, fontsize=10)
-    fig.suptitle("True (green) = may attend; False (grey) = score set to -inf before the softmax",
+    fig.suptitle(_("True (green) = may attend; False (grey) = score set to -inf before the softmax"),
                  fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    FIG.savefig(fig, path, dpi=DPI)
     plt.close(fig)
 
 
@@ -92,23 +98,25 @@ def softmax_saturation(path: Path) -> None:
         p = np.exp(z - z.max())
         p /= p.sum()
         ax.bar(range(len(p)), p, color="#cc4125")
-        ax.set_title(f"softmax({factor} x logits)\nmax weight {p.max():.2f}", fontsize=9)
+        ax.set_title(_("softmax({factor} x logits)\nmax weight {top:.2f}").format(factor=factor, top=p.max()),
+                     fontsize=9)
         ax.set_xticks(range(len(p)))
         ax.set_ylim(0, 1.05)
-    axes[0].set_ylabel("weight")
-    fig.suptitle("larger scores -> a sharper softmax -> almost all weight on one key", fontsize=10)
+    axes[0].set_ylabel(_("weight"))
+    fig.suptitle(_("larger scores -> a sharper softmax -> almost all weight on one key"), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    FIG.savefig(fig, path, dpi=DPI)
     plt.close(fig)
 
 
 def main() -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    self_attention_flow(OUT / "self_attention_flow.png")
-    masks(OUT / "masks.png")
-    softmax_saturation(OUT / "softmax_saturation.png")
-    for png in sorted(OUT.glob("*.png")):
-        print(f"{png.relative_to(OUT.parent.parent)}: {png.stat().st_size // 1024} KB")
+    for _lang in FIG.editions():
+        FIG.out().mkdir(parents=True, exist_ok=True)
+        self_attention_flow(FIG.out() / "self_attention_flow.png")
+        masks(FIG.out() / "masks.png")
+        softmax_saturation(FIG.out() / "softmax_saturation.png")
+        for png in sorted(FIG.out().glob("*.png")):
+            print(f"{png.relative_to(FIG.out().parent.parent)}: {png.stat().st_size // 1024} KB")
 
 
 if __name__ == "__main__":

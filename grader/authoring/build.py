@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.authoring import i18n
+from grader.authoring import figures, i18n
 from grader.authoring.bundle import folder_files, support_files
 from grader.authoring.corpus import generated_files
 from grader.authoring.text import filled_by, read_text_source
@@ -137,8 +137,9 @@ def source_files(chapter: Chapter) -> dict[str, bytes]:
     the source notebook, every other file of chapters/NN_<name>/ (figures, data), the data the build
     writes (grader.authoring.corpus) and the `course` and `solutions` modules the notebook imports
     (grader.authoring.bundle). A translated edition (grader/source-<lang>/) differs in the notebook's
-    text and carries the translations of its `course` modules' messages (course/messages.json, which
-    course.tr reads); raises i18n.IncompleteTranslation while a catalogue lacks a unit it needs."""
+    text, its figures (grader.authoring.figures), the font it carries and the translations of its
+    `course` modules' messages (course/messages.json, which course.tr reads); raises
+    i18n.IncompleteTranslation while a catalogue lacks a unit it needs or a figure is not drawn."""
     notebook = build_source_notebook(chapter.edition("en"))
     if chapter.lang != "en":
         notebook = i18n.translate(notebook, chapter, chapter.lang)
@@ -148,6 +149,11 @@ def source_files(chapter: Chapter) -> dict[str, bytes]:
             if rel == chapter.notebook_name or rel.split("/")[0] in RELEASE_PACKAGES:
                 raise ValueError(f"{path}: the build writes this name; authored files may not use it")
             wanted[rel] = path.read_bytes()
+    if chapter.lang != "en":  # the edition's figures under the same names: the links stay as they are
+        images, missing = figures.edition_images(chapter)
+        if missing:
+            raise i18n.IncompleteTranslation(missing)
+        wanted.update(images)
     wanted.update({rel: text.encode() for rel, text in generated_files(chapter).items()})
     support = support_files(chapter)
     wanted.update(support)

@@ -14,7 +14,8 @@ nbgrader source folder (which the release copies into it), from what the noteboo
 
 The notebook's import lines work unchanged, because a kernel's working folder comes first on
 sys.path. Figures are drawn by `images/<name>_figures.py` into `chapters/NN_<name>/images/`, which the
-build and the release carry on.
+build and the release carry on. A translated folder also carries the CJK font the course ships, in
+`course/toolkit/fontfiles/` (grader.authoring.figures.font_files), when its notebook uses the toolkit.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.authoring import figures
 from grader.authoring.text import read_text_source
 from grader.chapters import CHAPTERS, REPO, Chapter
 from grader.chapters import GENERATED_MARK as MARK  # the first line of every generated file
@@ -337,4 +339,7 @@ def support_files(chapter: Chapter) -> dict[str, bytes]:
     modules = uses.course | course
     if modules:
         files.update(course_files(modules))
+    if chapter.lang != "en" and any(m.startswith("course.toolkit") for m in course_closure(modules)):
+        # course/toolkit/fonts.py registers it: the edition's plot labels in the shipped CJK font
+        files.update({rel: path.read_bytes() for rel, path in figures.font_files(chapter.lang).items()})
     return dict(sorted(files.items()))

@@ -11,6 +11,8 @@ it is cut into translation units, each keyed by its English text (gettext's msgi
   in course/checks/<name>.py or course/toolkit/<name>.py (grader.authoring.messages); a translation
   keeps the template's `{fields}`. The messages of modules no chapter owns have their own catalogue,
   `common`.
+- `figure`: a text the chapter's figure script draws, `_("...")` in images/<name>_figures.py
+  (grader.authoring.figures).
 
 `i18n/<lang>/<NN_name>.po` (and `common.po`) holds them. Editing an English unit changes its msgid, so the old
 translation no longer applies: `grader translate` keeps it as a fuzzy entry holding the previous
@@ -34,7 +36,7 @@ from pathlib import Path
 import nbformat
 import polib
 
-from grader.authoring import messages
+from grader.authoring import figures, messages
 from grader.authoring.messages import COMMON, MESSAGES_FILE
 from grader.chapters import LANGUAGES, REPO, Chapter, is_answer_cell
 
@@ -57,7 +59,7 @@ class IncompleteTranslation(ValueError):
 
 @dataclass(frozen=True)
 class Unit:
-    kind: str  # markdown | docstring | code | message
+    kind: str  # markdown | docstring | code | message | figure
     where: str  # "cell 12", "SelfAttention.forward", "course/checks/self_attention.py: check_softmax"
     text: str
 
@@ -113,9 +115,14 @@ def units(nb: nbformat.NotebookNode) -> list[Unit]:
 
 
 def all_units(catalogue: Chapter | str, nb: nbformat.NotebookNode | None) -> list[Unit]:
-    """What a catalogue holds: a chapter's units (its notebook's, then its modules' messages), or the
-    shared messages (COMMON, with nb None)."""
-    found = [] if nb is None else units(nb)
+    """What a catalogue holds: a chapter's units (its notebook's, the texts its figures draw, then its
+    modules' messages), or the shared messages (COMMON, with nb None)."""
+    found = []
+    if nb is not None:
+        drawn = {}  # a text drawn twice is one unit
+        for where, text in figures.texts(catalogue):
+            drawn.setdefault(text, Unit("figure", f"{figures.script(catalogue).name} {where}", text))
+        found = units(nb) + list(drawn.values())
     return found + [Unit("message", where, text) for where, text in messages.owned(_name(catalogue))]
 
 
@@ -209,7 +216,7 @@ def problems(chapter: Chapter | str, lang: str, nb: nbformat.NotebookNode | None
                 same = False
             if not same:
                 found.append(f"{label}: the translation changes the code, not only comments and strings")
-        elif unit.kind == "message" and (why := messages.field_problem(unit.text, entry.msgstr)):
+        elif unit.kind in ("message", "figure") and (why := messages.field_problem(unit.text, entry.msgstr)):
             found.append(f"{label}: {why}")
     return found
 

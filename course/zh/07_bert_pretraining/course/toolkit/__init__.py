@@ -6,6 +6,7 @@ import os
 import textwrap
 
 from course import tr
+from course.toolkit import fonts  # noqa: F401 - registers a translated folder's CJK font
 
 GRADING_ENV = "TRANSFORMERS_COURSE_GRADING"
 
