@@ -60,7 +60,7 @@ def test_a_figure_translation_keeps_its_placeholders(tmp_path, monkeypatch):
     from grader.authoring.build import build_source_notebook
 
     (line,) = i18n.problems(chapter, "zh", build_source_notebook(chapter))
-    assert "figure" in line and "«head {h}»" in line and "placeholders" in line
+    assert "figure" in line and "«head {h}»" in line and "the translation has the fields {n}" in line
 
 
 RUN_CELLS = '''
