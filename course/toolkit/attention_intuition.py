@@ -7,6 +7,8 @@ from typing import Callable, NamedTuple
 import matplotlib.pyplot as plt
 import torch
 
+from course import tr
+
 
 def true_function(x: torch.Tensor) -> torch.Tensor:
     """The function the toy data is sampled from: f(x) = 2 sin(x) + x."""
@@ -29,15 +31,15 @@ def make_toy_data(n_train: int = 40, noise: float = 0.5, seed: int = 0, step: fl
     return ToyData(x_train, y_train, x_query, true_function(x_query))
 
 
-def plot_data(data: ToyData, ax=None, title: str = "toy data"):
+def plot_data(data: ToyData, ax=None, title: str = tr("toy data")):
     ax = ax or plt.gca()
-    ax.plot(data.x_query, data.y_true, color="black", lw=1.5, label="true f(x) = 2 sin(x) + x")
-    ax.plot(data.x_train, data.y_train, "o", color="tab:orange", ms=4, alpha=0.8, label="training points")
+    ax.plot(data.x_query, data.y_true, color="black", lw=1.5, label=tr("true f(x) = 2 sin(x) + x"))
+    ax.plot(data.x_train, data.y_train, "o", color="tab:orange", ms=4, alpha=0.8, label=tr("training points"))
     ax.set(xlabel="x", ylabel="y", title=title)
     return ax
 
 
-def plot_fit(data: ToyData, y_hat: torch.Tensor, ax=None, title: str = "", label: str = "prediction"):
+def plot_fit(data: ToyData, y_hat: torch.Tensor, ax=None, title: str = "", label: str = tr("prediction")):
     """The true function, the training points and a prediction at the query points."""
     ax = plot_data(data, ax, title)
     ax.plot(data.x_query, y_hat.detach().cpu(), color="tab:blue", lw=2, ls="--", label=label)
@@ -57,14 +59,14 @@ def plot_kernels(kernels: dict[str, Callable[[torch.Tensor], torch.Tensor]], spa
     return fig
 
 
-def plot_weights(weights: torch.Tensor, x_query: torch.Tensor, ax=None, title: str = "attention weights",
+def plot_weights(weights: torch.Tensor, x_query: torch.Tensor, ax=None, title: str = tr("attention weights"),
                  colorbar: bool = True):
     """Heatmap of a (Q, N) weight matrix: one row per query, one column per sorted training point."""
     ax = ax or plt.gca()
     Q, N = weights.shape
     image = ax.imshow(weights.detach().cpu(), cmap="Reds", aspect="auto",
                       extent=(-0.5, N - 0.5, float(x_query[-1]), float(x_query[0])))
-    ax.set(xlabel="training point (sorted by x)", ylabel="query x", title=title)
+    ax.set(xlabel=tr("training point (sorted by x)"), ylabel=tr("query x"), title=title)
     if colorbar:
         plt.colorbar(image, ax=ax, fraction=0.046)
     return ax
@@ -78,8 +80,8 @@ def plot_bandwidth_sweep(nadaraya_watson: Callable, data: ToyData, bandwidths=(0
     for col, h in enumerate(bandwidths):
         y_hat, weights = nadaraya_watson(data.x_query, data.x_train, data.y_train, h)
         errors[h] = ((y_hat - data.y_true) ** 2).mean().item()
-        plot_fit(data, y_hat, axes[0, col], title=f"h = {h:g}: MSE {errors[h]:.3f}")
-        plot_weights(weights, data.x_query, axes[1, col], title=f"weights, h = {h:g}", colorbar=False)
+        plot_fit(data, y_hat, axes[0, col], title=tr("h = {h:g}: MSE {mse:.3f}", h=h, mse=errors[h]))
+        plot_weights(weights, data.x_query, axes[1, col], title=tr("weights, h = {h:g}", h=h), colorbar=False)
         if col:
             axes[0, col].set_ylabel("")
             axes[1, col].set_ylabel("")

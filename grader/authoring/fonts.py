@@ -3,8 +3,10 @@
 Learners' machines and CI have no CJK font, so the course carries one: i18n/<lang>/fonts/ holds a
 subset of Noto Sans CJK SC (SIL Open Font License, OFL.txt beside it) with exactly the characters
 the edition's figure texts use, plus ASCII and the minus sign. Figure texts are the `figure`
-units' translations (grader.authoring.figures) and, in the `code` units' translations, every string outside a print()
-call (plot titles, labels, legends; printed text goes to the console, not to a figure).
+units' translations (grader.authoring.figures), in the `code` units' translations every string outside a print()
+call (plot titles, labels, legends; printed text goes to the console, not to a figure), and the translations of
+every message of the toolkit (course/toolkit/*.py: the plotting helpers' titles, labels and legends; its few
+printed or raised messages are counted too, which is simpler than telling them apart and costs a few glyphs).
 
     python -m grader.authoring.fonts --write   # regenerate (needs the system package fonts-noto-cjk)
     python -m grader.authoring.fonts           # list the characters the shipped subset lacks
@@ -20,8 +22,10 @@ from pathlib import Path
 from fontTools import subset
 from fontTools.ttLib import TTCollection, TTFont
 
-from grader.authoring import figures, i18n
+from grader.authoring import figures, i18n, messages
 from grader.chapters import CHAPTERS, LANGUAGES
+
+TOOLKIT = "course/toolkit/"  # the plotting helpers' package: its messages' translations are drawn
 
 SYSTEM_FONTS = Path("/usr/share/fonts/opentype/noto")  # Debian: fonts-noto-cjk, NotoSansCJK-<weight>.ttc
 SYSTEM_FAMILY = "Noto Sans CJK SC"
@@ -43,19 +47,32 @@ def _strings_outside_print(source: str) -> list[str]:
             and isinstance(node.value, str) and id(node) not in printed]
 
 
+def toolkit_messages() -> dict[str, set[str]]:
+    """Catalogue (a chapter's assignment or messages.COMMON) -> the templates of the toolkit's messages it holds."""
+    found: dict[str, set[str]] = {}
+    for module in messages.course_modules():
+        if module.startswith(TOOLKIT):
+            found.setdefault(messages.owner(module), set()).update(text for _, text in messages.templates(module))
+    return found
+
+
 def figure_texts(lang: str) -> dict[str, str]:
-    """Each translated text drawn in a figure or plot of the edition -> where (chapter, unit kind)."""
+    """Each translated text drawn in a figure or plot of the edition -> where (catalogue, unit kind)."""
     found = {}
-    for chapter in CHAPTERS:
-        english = {text for _, text in figures.texts(chapter)}
-        for entry in i18n.load(chapter, lang):
+    toolkit = toolkit_messages()
+    for catalogue in [*CHAPTERS, messages.COMMON]:
+        name = catalogue if isinstance(catalogue, str) else catalogue.assignment
+        english = set() if isinstance(catalogue, str) else {text for _, text in figures.texts(catalogue)}
+        for entry in i18n.load(catalogue, lang):
             if entry.obsolete or not entry.msgstr:
                 continue
             if entry.msgid in english:
-                found.setdefault(entry.msgstr, f"{chapter.assignment} figure")
+                found.setdefault(entry.msgstr, f"{name} figure")
+            elif entry.msgid in toolkit.get(name, ()):
+                found.setdefault(entry.msgstr, f"{name} toolkit message «{entry.msgid[:40]}»")
             elif entry.comment.startswith("code:"):
                 for text in _strings_outside_print(entry.msgstr):
-                    found.setdefault(text, f"{chapter.assignment} {entry.comment}")
+                    found.setdefault(text, f"{name} {entry.comment}")
     return found
 
 

@@ -39,12 +39,12 @@ def show_heads(weights: torch.Tensor, labels: list[str] | None = None, title: st
                     annot=annotate, fmt=".2f", annot_kws={"fontsize": 6},
                     xticklabels=labels[:S] if ticks else list(range(S)),
                     yticklabels=labels[:T] if ticks else list(range(T)))
-        ax.set_title(f"head {h}", fontsize=9)
-        ax.set_xlabel("key position", fontsize=8)
+        ax.set_title(tr("head {h}", h=h), fontsize=9)
+        ax.set_xlabel(tr("key position"), fontsize=8)
         ax.tick_params(labelsize=7)
         ax.tick_params(axis="x", rotation=90)
         ax.tick_params(axis="y", rotation=0)
-    axes[0].set_ylabel("query position", fontsize=8)
+    axes[0].set_ylabel(tr("query position"), fontsize=8)
     if title:
         axes[0].figure.suptitle(title, fontsize=10)
     axes[0].figure.tight_layout()
@@ -58,8 +58,8 @@ def plot_losses(curves: dict[str, list[float]], ax=None, title: str | None = Non
     for label, values in curves.items():
         ax.plot(values, label=label, linewidth=1.2)
     ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
+    ax.set_xlabel(tr("step"))
+    ax.set_ylabel(tr("loss"))
     if title:
         ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
@@ -77,19 +77,19 @@ def plot_cost(heads: list[int], d_model: int, flops: dict[str, list[float]], mem
     for label, values in flops.items():
         axes[0].bar(positions, [v / 1e9 for v in values], bottom=bottom, label=label)
         bottom = [b + v / 1e9 for b, v in zip(bottom, values)]
-    axes[0].set_ylabel("GFLOP per forward pass")
-    axes[0].set_title("arithmetic: almost flat", fontsize=10)
+    axes[0].set_ylabel(tr("GFLOP per forward pass"))
+    axes[0].set_title(tr("arithmetic: almost flat"), fontsize=10)
     axes[0].legend(fontsize=7, loc="lower left")
     axes[1].bar(positions, memory_mb, color="tab:purple")
-    axes[1].set_ylabel("MB of attention weights")
-    axes[1].set_title("the (B, H, T, S) weights grow like H", fontsize=10)
+    axes[1].set_ylabel(tr("MB of attention weights"))
+    axes[1].set_title(tr("the (B, H, T, S) weights grow like H"), fontsize=10)
     axes[2].plot(positions, times_ms, marker="o", color="tab:red")
     axes[2].set_ylim(bottom=0)
-    axes[2].set_ylabel("ms per forward pass")
-    axes[2].set_title("measured time (your module, CPU)", fontsize=10)
+    axes[2].set_ylabel(tr("ms per forward pass"))
+    axes[2].set_title(tr("measured time (your module, CPU)"), fontsize=10)
     for ax in axes:
         ax.set_xticks(positions, [f"{h}\n({d_model // h})" for h in heads], fontsize=8)
-        ax.set_xlabel("H heads (Dh)", fontsize=8)
+        ax.set_xlabel(tr("H heads (Dh)"), fontsize=8)
         ax.grid(alpha=0.3, axis="y")
     if title:
         fig.suptitle(title, fontsize=11)
@@ -108,12 +108,12 @@ def plot_length_scaling(lengths: list[int], times_ms: dict[str, list[float]], d_
     first = min(values[0] for values in times_ms.values())
     for power, style in ((1, ":"), (2, "--")):
         ax.loglog(lengths, [first * (t / lengths[0]) ** power for t in lengths], style, color="gray",
-                  linewidth=0.8, label=f"grows like T^{power}")
+                  linewidth=0.8, label=tr("grows like T^{power}", power=power))
     ax.axvline(d_model, color="gray", linewidth=0.6)
     ax.text(d_model, ax.get_ylim()[1], f" T = D = {d_model}", fontsize=7, va="top")
-    ax.set_xlabel("sequence length T")
-    ax.set_ylabel("ms per forward pass")
-    ax.set_title("one layer, one sequence, CPU", fontsize=10)
+    ax.set_xlabel(tr("sequence length T"))
+    ax.set_ylabel(tr("ms per forward pass"))
+    ax.set_title(tr("one layer, one sequence, CPU"), fontsize=10)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     return ax

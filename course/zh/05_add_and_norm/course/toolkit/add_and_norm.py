@@ -5,6 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import torch
 
+from course import tr
+
 
 def sort_batch(batch_size: int, length: int, vocab_size: int, generator: torch.Generator | None = None):
     """Random sequences of token ids and their sorted versions: the target at position t is the
@@ -37,7 +39,7 @@ def plot_per_layer(curves: dict[str, list[float]], ylabel: str, title: str, log:
         ax.set_yscale("log")
     else:
         ax.set_ylim(bottom=0)
-    ax.set_xlabel("layer (1 = next to the input)")
+    ax.set_xlabel(tr("layer (1 = next to the input)"))
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
@@ -54,7 +56,7 @@ def plot_against_depth(depths: list[int], curves: dict[str, list[float]], ylabel
     ax.set_xscale("log", base=2)
     ax.set_xticks(depths, [str(d) for d in depths])
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("number of layers N")
+    ax.set_xlabel(tr("number of layers N"))
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
@@ -70,6 +72,11 @@ def _smooth(values: torch.Tensor, window: int) -> torch.Tensor:
     return torch.nn.functional.conv1d(padded[None, None], kernel[None, None])[0, 0]
 
 
+def _shown(label: str) -> str:
+    """A run's label as drawn: its warm-up part in the folder's language (the English label picks the style)."""
+    return label.replace("with warm-up", tr("with warm-up")).replace("no warm-up", tr("no warm-up"))
+
+
 def plot_training(losses: dict[str, list[float]], schedules: dict[str, list[float]],
                   chance: float | None = None, window: int = 10):
     """Left: the learning rate at each step, one line per schedule; right: the training loss
@@ -77,22 +84,23 @@ def plot_training(losses: dict[str, list[float]], schedules: dict[str, list[floa
     labels containing "with warm-up" are dashed."""
     fig, (ax_lr, ax_loss) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 2]})
     for label, values in schedules.items():
-        ax_lr.plot(values, "--" if "with" in label else "-", color="0.3", lw=1.8, label=label)
+        ax_lr.plot(values, "--" if "with" in label else "-", color="0.3", lw=1.8, label=_shown(label))
     for label, values in losses.items():
         colour = _colour(label, 0)
         style = "--" if "with warm-up" in label else "-"
         values = torch.as_tensor(values, dtype=torch.float64)
-        ax_loss.plot(_smooth(values, window), style, color=colour, lw=1.8, label=label)
+        ax_loss.plot(_smooth(values, window), style, color=colour, lw=1.8, label=_shown(label))
     if chance is not None:
         ax_loss.axhline(chance, color="0.5", lw=1, ls=":")
-        ax_loss.text(ax_loss.get_xlim()[1], chance, "guessing (ln V) ", ha="right", va="top", fontsize=8, color="0.4")
-    ax_lr.set_xlabel("step")
-    ax_lr.set_ylabel("learning rate")
-    ax_lr.set_title("learning-rate schedules", fontsize=10)
+        ax_loss.text(ax_loss.get_xlim()[1], chance, tr("guessing (ln V) "), ha="right", va="top", fontsize=8,
+                     color="0.4")
+    ax_lr.set_xlabel(tr("step"))
+    ax_lr.set_ylabel(tr("learning rate"))
+    ax_lr.set_title(tr("learning-rate schedules"), fontsize=10)
     ax_lr.legend(fontsize=9)
-    ax_loss.set_xlabel("step")
-    ax_loss.set_ylabel(f"training loss ({window}-step average)")
-    ax_loss.set_title("Post-LN (red) and Pre-LN (blue), with (dashed) and without (solid) warm-up", fontsize=10)
+    ax_loss.set_xlabel(tr("step"))
+    ax_loss.set_ylabel(tr("training loss ({window}-step average)", window=window))
+    ax_loss.set_title(tr("Post-LN (red) and Pre-LN (blue), with (dashed) and without (solid) warm-up"), fontsize=10)
     ax_loss.legend(fontsize=9)
     for ax in (ax_lr, ax_loss):
         ax.grid(alpha=0.3)

@@ -49,8 +49,8 @@ def show_attention(weights: torch.Tensor, queries: list[str], keys: list[str] | 
                 linewidths=0.5, linecolor="white", xticklabels=keys, yticklabels=queries)
     ax.set_xticklabels(keys, rotation=45, ha="right")
     ax.set_yticklabels(queries, rotation=0)
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query")
+    ax.set_xlabel(tr("key (attended to)"))
+    ax.set_ylabel(tr("query"))
     if title:
         ax.set_title(title)
     return ax
@@ -64,8 +64,8 @@ def plot_score_distributions(scores: dict[str, torch.Tensor], ax=None, title: st
     for label, values in scores.items():
         sns.kdeplot(values.detach().cpu().flatten().float().numpy(), ax=ax, label=label, fill=True,
                     alpha=0.25, linewidth=1.2, cut=0)
-    ax.set_xlabel("score")
-    ax.set_ylabel("density")
+    ax.set_xlabel(tr("score"))
+    ax.set_ylabel(tr("density"))
     if title:
         ax.set_title(title)
     ax.legend(fontsize=8)

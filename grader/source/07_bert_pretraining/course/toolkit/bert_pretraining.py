@@ -363,10 +363,10 @@ def plot_gelu(xs: torch.Tensor, curves: dict[str, torch.Tensor], difference: tor
     axes[0].axhline(0, color="0.8", lw=0.8)
     axes[0].set_xlabel("x")
     axes[0].legend(fontsize=9)
-    axes[0].set_title("activations")
+    axes[0].set_title(tr("activations"))
     axes[1].plot(xs, difference.detach(), color="tab:red", lw=1.5)
     axes[1].set_xlabel("x")
-    axes[1].set_title("|your gelu (tanh form) - exact erf form|")
+    axes[1].set_title(tr("|your gelu (tanh form) - exact erf form|"))
     fig.tight_layout()
     return fig
 
@@ -376,10 +376,10 @@ def plot_training(history: dict[str, list[float]], every: int):
     fig, ax = plt.subplots(figsize=(7, 3.2))
     for name, values in history.items():
         ax.plot([every * (i + 1) for i in range(len(values))], values, lw=1.5, label=name)
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
+    ax.set_xlabel(tr("step"))
+    ax.set_ylabel(tr("loss"))
     ax.legend(fontsize=9)
-    ax.set_title("BERT pretraining on the generated corpus")
+    ax.set_title(tr("BERT pretraining on the generated corpus"))
     fig.tight_layout()
     return fig
 
@@ -394,7 +394,7 @@ def plot_attention_heads(weights: torch.Tensor, tokens: list[str], title: str):
         ax.imshow(weights[h], cmap="Reds", vmin=0, vmax=weights[h].max().item())
         ax.set_xticks(range(T), tokens, rotation=90, fontsize=7)
         ax.set_yticks(range(T), tokens, fontsize=7)
-        ax.set_title(f"head {h}", fontsize=9)
+        ax.set_title(tr("head {h}", h=h), fontsize=9)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
@@ -412,10 +412,10 @@ def plot_senses(points: torch.Tensor, senses: torch.Tensor, ambiguous: torch.Ten
     if ax is None:
         _, ax = plt.subplots(figsize=(4.6, 4.2))
     points = points.detach().cpu()
-    for sense, (name, color) in enumerate((("river bank", "tab:blue"), ("money bank", "tab:orange"))):
+    for sense, (name, color) in enumerate(((tr("river bank"), "tab:blue"), (tr("money bank"), "tab:orange"))):
         for amb, face in ((False, color), (True, "none")):
             keep = (senses == sense) & (ambiguous == amb)
-            label = f"{name}{' (the bank was ADJ .)' if amb else ''}"
+            label = tr("{name} (the bank was ADJ .)", name=name) if amb else name
             ax.scatter(points[keep, 0], points[keep, 1], s=16, facecolors=face, edgecolors=color, lw=0.8,
                        label=label)
     ax.set_title(title, fontsize=10)
@@ -440,9 +440,9 @@ def bar_accuracies(results: dict[str, float], chance: float, title: str):
     for i, n in enumerate(names):
         ax.text(100 * results[n] + 1, i, f"{100 * results[n]:.1f}%", va="center", fontsize=9)
     ax.axvline(100 * chance, color="0.5", ls="--", lw=1)
-    ax.text(100 * chance + 0.5, -0.55, "chance", color="0.4", fontsize=8)
+    ax.text(100 * chance + 0.5, -0.55, tr("chance"), color="0.4", fontsize=8)
     ax.set_xlim(0, 110)
-    ax.set_xlabel("test accuracy (%)")
+    ax.set_xlabel(tr("test accuracy (%)"))
     ax.set_title(title, fontsize=10)
     ax.invert_yaxis()
     fig.tight_layout()

@@ -8,6 +8,8 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
 
+from course import tr
+
 PAD, BOS, EOS = 0, 1, 2  # special token ids; the symbols of the task are FIRST_SYMBOL, FIRST_SYMBOL + 1, ...
 FIRST_SYMBOL = 3
 SPECIAL_NAMES = {PAD: "<pad>", BOS: "<s>", EOS: "</s>"}
@@ -113,8 +115,8 @@ def show_mask(mask: torch.Tensor, title: str, ax=None, xlabels=None, ylabels=Non
     ax.tick_params(labelsize=8)
     ax.tick_params(axis="x", rotation=90)
     ax.tick_params(axis="y", rotation=0)
-    ax.set_xlabel("key s (attended to)")
-    ax.set_ylabel("query t (attending)")
+    ax.set_xlabel(tr("key s (attended to)"))
+    ax.set_ylabel(tr("query t (attending)"))
     ax.set_title(title, fontsize=10)
     return ax
 
@@ -129,20 +131,20 @@ def plot_smoothing(rows: dict[str, torch.Tensor], target: int, ax=None):
         ax.bar(torch.arange(len(row)) + (k - (len(rows) - 1) / 2) * width, row, width=width, label=name)
     ax.set_xticks(range(len(row)))
     ax.set_ylim(0, 1.45)
-    ax.set_xlabel(f"class (the target is class {target})")
-    ax.set_ylabel("probability")
+    ax.set_xlabel(tr("class (the target is class {target})", target=target))
+    ax.set_ylabel(tr("probability"))
     ax.legend(fontsize=9, loc="upper left")
     return ax
 
 
-def plot_schedules(curves: dict[str, tuple[list, list]], ax=None, title: str = "learning-rate schedule"):
+def plot_schedules(curves: dict[str, tuple[list, list]], ax=None, title: str = tr("learning-rate schedule")):
     """One line per schedule: name -> (steps, rates)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.2))
     for name, (steps, rates) in curves.items():
         ax.plot(steps, rates, lw=1.8, label=name)
-    ax.set_xlabel("step")
-    ax.set_ylabel("learning rate")
+    ax.set_xlabel(tr("step"))
+    ax.set_ylabel(tr("learning rate"))
     ax.set_title(title)
     ax.legend(fontsize=9)
     return ax
@@ -152,11 +154,11 @@ def plot_training(losses: list[float], rates: list[float]):
     """Loss per step and the learning rate the scheduler set, one above the other."""
     fig, axes = plt.subplots(2, 1, figsize=(7, 4.2), sharex=True)
     axes[0].plot(losses, lw=1)
-    axes[0].set_ylabel("training loss (KL)")
+    axes[0].set_ylabel(tr("training loss (KL)"))
     axes[0].set_yscale("log")
     axes[1].plot(rates, color="tab:orange", lw=1.5)
-    axes[1].set_ylabel("learning rate")
-    axes[1].set_xlabel("step")
+    axes[1].set_ylabel(tr("learning rate"))
+    axes[1].set_xlabel(tr("step"))
     fig.tight_layout()
     return fig
 
@@ -182,7 +184,7 @@ def recording_attention(modules: dict[str, torch.nn.Module]):
 
 
 def plot_attention_grid(maps: list[torch.Tensor], query_labels: list[str], key_labels: list[str], title: str,
-                        xlabel: str = "key", ylabel: str = "query"):
+                        xlabel: str = tr("key"), ylabel: str = tr("query")):
     """One row per layer, one column per head: maps[i] is layer i's (H, T, S) weights for one example."""
     L, H = len(maps), maps[0].shape[0]
     fig, axes = plt.subplots(L, H, figsize=(2.3 * H + 0.8, 2.3 * L + 0.6), squeeze=False)
@@ -192,7 +194,7 @@ def plot_attention_grid(maps: list[torch.Tensor], query_labels: list[str], key_l
             ax.imshow(layer_maps[h].detach().cpu(), cmap="viridis", vmin=0, vmax=1, aspect="auto")
             ax.set_xticks(range(len(key_labels)), key_labels, fontsize=6, rotation=90)
             ax.set_yticks(range(len(query_labels)), query_labels if h == 0 else [], fontsize=6)
-            ax.set_title(f"layer {i}, head {h}", fontsize=8)
+            ax.set_title(tr("layer {i}, head {h}", i=i, h=h), fontsize=8)
         axes[i, 0].set_ylabel(ylabel, fontsize=7)
     for ax in axes[-1]:
         ax.set_xlabel(xlabel, fontsize=7)
