@@ -113,7 +113,7 @@ def cmd_serve(args) -> int:
 
     with _pool(args.scheduler, args.jobs, args.timeout, _limits(args)) as pool:
         pool.start()
-        service = Service(args.course_dir, args.exchange, pool, timeout=args.timeout)
+        service = Service(args.course_dir, args.exchange, pool, timeout=args.timeout, check_owner=args.check_owner)
         serve(service, set(args.instructor), poll=args.poll, port=args.port)
     forkserver.stop()
     return 0
@@ -252,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--poll", type=float, default=1.0, help="seconds between looks at the exchange")
     p.add_argument("--port", type=int, default=None, help="default: the port of $JUPYTERHUB_SERVICE_URL")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="grade on this Dask cluster")
+    p.add_argument("--check-owner", action="store_true",
+                   help="refuse a submission whose folder in the exchange is not owned by the learner it names "
+                        "(each learner a unix user: the hub's `local` spawner)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_serve)
 

@@ -145,5 +145,6 @@ if env("COURSE_GRADING_SERVICE", "on") != "off":
     }
     if env("COURSE_HUB_SPAWNER", "local") != "simple":
         service["user"] = env("COURSE_GRADING_USER", instructor)
+        service["command"].append("--check-owner")  # each learner is a unix user: the folder's owner says who
     c.JupyterHub.services = [service]
     c.JupyterHub.load_roles = [{"name": "user", "scopes": ["self", "access:services!service=grading"]}]

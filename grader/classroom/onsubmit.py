@@ -14,6 +14,7 @@ Fetch Feedback finds it. The policy is term.toml's [on_submit] (grader.classroom
 """
 from __future__ import annotations
 
+import pwd
 import shutil
 import threading
 import time
@@ -47,10 +48,13 @@ class Service:
     """The queue and the grading of one class; `step()` does one round (tests call it directly)."""
 
     def __init__(self, course_dir: str | Path, exchange: str | Path, pool, timeout: int = 120,
-                 term_file: str | Path | None = None):
+                 term_file: str | Path | None = None, check_owner: bool = False):
         self.course_dir, self.exchange = Path(course_dir).resolve(), Path(exchange)
         self.inbound = self.exchange / COURSE_ID / "inbound"
         self.pool, self.timeout, self.term_file = pool, timeout, term_file
+        # Where each learner is a unix user, the exchange's inbound folder is writable by all of them:
+        # only the folder's owner tells who submitted it (nbgrader's collect merely warns).
+        self.check_owner = check_owner
         self.ledger = Ledger(self.course_dir)
         with self.ledger.lock:  # what a stopped service was grading is graded again
             for entry in self.ledger.entries.values():
@@ -76,7 +80,12 @@ class Service:
                 continue  # nbgrader is still copying it in: next round
             entry = Entry(path.name, student, assignment, when.isoformat(), seen_at=now().isoformat())
             with self.ledger.lock:
-                self._admit(entry, term)
+                owner = owner_of(path) if self.check_owner else student
+                if owner != student:
+                    entry.status = REFUSED
+                    entry.reason = f"not graded: the folder names {student} but the unix user {owner} wrote it"
+                else:
+                    self._admit(entry, term)
                 self.ledger.entries[entry.id] = entry
                 self.ledger.save()
             added.append(entry)
@@ -240,6 +249,15 @@ class Service:
 
     def stop(self) -> None:
         self.stopping.set()
+
+
+def owner_of(path: Path) -> str:
+    """The unix user who owns a file (its uid when the user is unknown)."""
+    uid = path.stat().st_uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def submitted_time(folder: Path) -> datetime | None:
