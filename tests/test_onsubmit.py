@@ -200,3 +200,13 @@ def test_a_submission_written_in_another_learners_name_is_refused(tmp_path, pool
     assert [e.student for e in graded] == ["ben"]
     [forged] = service.ledger.of("ada")
     assert forged.status == REFUSED and "the unix user mallory wrote it" in forged.reason
+
+
+def test_a_learner_name_that_would_leave_the_course_directory_is_refused(tmp_path, pool):
+    root, exchange = course(tmp_path, "")
+    service = Service(root, exchange, pool)
+    submit(exchange, "..", samples.reference(CHAPTER))  # submitted/../02_self_attention is the course dir's
+    submit(exchange, "-rf", samples.reference(CHAPTER))
+    assert service.step() == []
+    assert {e.status for e in service.ledger.of()} == {REFUSED}
+    assert not (root / CHAPTER.assignment).exists()

@@ -15,6 +15,7 @@ Fetch Feedback finds it. The policy is term.toml's [on_submit] (grader.classroom
 from __future__ import annotations
 
 import pwd
+import re
 import shutil
 import threading
 import time
@@ -42,6 +43,8 @@ from grader.classroom.recording import nbgrader_api
 from grader.classroom.submissions import TIMESTAMP_FILE, read_timestamp
 from grader.classroom.term import load_term
 from grader.coursedir import COURSE_ID, CourseDir
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")  # a hub user name, safe as a folder name
 
 
 class Service:
@@ -81,7 +84,9 @@ class Service:
             entry = Entry(path.name, student, assignment, when.isoformat(), seen_at=now().isoformat())
             with self.ledger.lock:
                 owner = owner_of(path) if self.check_owner else student
-                if owner != student:
+                if not SAFE_NAME.fullmatch(student) or student in (".", ".."):  # it becomes a folder name
+                    entry.status, entry.reason = REFUSED, "not graded: not a learner name the grader accepts"
+                elif owner != student:
                     entry.status = REFUSED
                     entry.reason = f"not graded: the folder names {student} but the unix user {owner} wrote it"
                 else:
