@@ -261,3 +261,16 @@ def test_an_lms_download_is_read_file_by_file(tmp_path, release):
     assert ann.path.stat().st_size == 30 * 2 ** 20 and ann.path.stat().st_blocks * 512 < 2 ** 20
     stage(SimpleNamespace(root=tmp_path), ann, {CHAPTER.assignment: release})
     assert ann.error.endswith("the notebook is 30.0 MB, over the limit of 20 MB")
+
+
+def test_a_notebook_that_is_a_link_is_not_read(tmp_path):
+    # In any submissions folder: a link named like the chapter's notebook, pointing at a file the
+    # grader can read (a class's source notebook, solutions in place), is refused, not followed.
+    from grader.classroom.submissions import BadSubmission
+
+    target = tmp_path / "solutions.ipynb"
+    nbformat.write(samples.reference(CHAPTER), target)
+    link = tmp_path / CHAPTER.notebook_name
+    link.symlink_to(target)
+    with pytest.raises(BadSubmission, match="is a link to another file"):
+        read_learner_notebook(link)

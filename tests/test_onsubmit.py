@@ -210,3 +210,21 @@ def test_a_learner_name_that_would_leave_the_course_directory_is_refused(tmp_pat
     assert service.step() == []
     assert {e.status for e in service.ledger.of()} == {REFUSED}
     assert not (root / CHAPTER.assignment).exists()
+
+
+def test_a_notebook_linked_to_the_class_solutions_is_refused(tmp_path, pool):
+    # A learner's submission folder holding a link to the instructor's source notebook (solutions
+    # in place), which the grading user can read and the learner cannot: graded, it would score full
+    # marks and put the solutions in the learner's feedback.
+    from grader.coursedir import CourseDir
+
+    root, exchange = course(tmp_path, "")
+    CourseDir(root, [CHAPTER])
+    solutions = root / "source" / CHAPTER.assignment / CHAPTER.notebook_name
+    folder = submit(exchange, "ada", samples.released(CHAPTER))
+    (folder / CHAPTER.notebook_name).unlink()
+    (folder / CHAPTER.notebook_name).symlink_to(solutions)
+    assert Service(root, exchange, pool).step() == []
+    [entry] = Ledger(root).of("ada")
+    assert entry.status == REFUSED and "links" in entry.reason
+    assert not (root / "submitted" / "ada").exists()

@@ -40,7 +40,7 @@ from grader.classroom.ledger import (
     parse_inbound,
 )
 from grader.classroom.recording import nbgrader_api
-from grader.classroom.submissions import TIMESTAMP_FILE, read_timestamp
+from grader.classroom.submissions import TIMESTAMP_FILE
 from grader.classroom.term import load_term
 from grader.coursedir import COURSE_ID, CourseDir
 
@@ -84,8 +84,11 @@ class Service:
             entry = Entry(path.name, student, assignment, when.isoformat(), seen_at=now().isoformat())
             with self.ledger.lock:
                 owner = owner_of(path) if self.check_owner else student
+                links = [p.name for p in path.rglob("*") if p.is_symlink()]
                 if not SAFE_NAME.fullmatch(student) or student in (".", ".."):  # it becomes a folder name
                     entry.status, entry.reason = REFUSED, "not graded: not a learner name the grader accepts"
+                elif links:  # the grading user could read what a link names (the class's source notebooks)
+                    entry.status, entry.reason = REFUSED, f"not graded: the submission holds links ({links[0]})"
                 elif owner != student:
                     entry.status = REFUSED
                     entry.reason = f"not graded: the folder names {student} but the unix user {owner} wrote it"
@@ -162,8 +165,8 @@ class Service:
                 # release_feedback needs), and a copy to grade from (grading stages the repaired notebook).
                 collected = self.course_dir / "submitted" / entry.student / assignment
                 shutil.rmtree(collected, ignore_errors=True)
-                shutil.copytree(self.inbound / entry.id, collected)
-                shutil.copytree(self.inbound / entry.id, work / entry.student / assignment)
+                shutil.copytree(self.inbound / entry.id, collected, symlinks=True)
+                shutil.copytree(self.inbound / entry.id, work / entry.student / assignment, symlinks=True)
         try:
             _, results = autograde_with(self.pool, work, self.course_dir, timeout=self.timeout, chapters=[chapter],
                                         progress=False, term=term, feedback_for=[e.student for e in entries],
@@ -263,9 +266,3 @@ def owner_of(path: Path) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return f"uid {uid}"
-
-
-def submitted_time(folder: Path) -> datetime | None:
-    """The time nbgrader wrote into a submission's timestamp.txt (None: none there)."""
-    path = folder / TIMESTAMP_FILE
-    return read_timestamp(path) if path.is_file() else None

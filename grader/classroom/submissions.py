@@ -152,6 +152,8 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
 
 def read_learner_notebook(path: Path, max_mb: float = MAX_NOTEBOOK_MB) -> tuple[nbformat.NotebookNode, list[str]]:
     """A learner's notebook, its shape checked (see the module docstring), and what was set right."""
+    if path.is_symlink():  # a link to a file the grader can read and the learner cannot (a source notebook)
+        raise BadSubmission(f"{path.name} is a link to another file, not a notebook")
     size = path.stat().st_size if path.is_file() else 0
     if size > max_mb * 2 ** 20:
         raise BadSubmission(f"{path.name}: the notebook is {size / 2 ** 20:.1f} MB, over the limit of {max_mb:g} MB")
