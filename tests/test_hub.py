@@ -44,6 +44,7 @@ from nbgrader.api import Gradebook
 from grader.authoring import samples
 from grader.boundary.specs import exercises
 from grader.chapters import REPO, find_chapter
+from grader.classroom.ledger import Entry
 from grader.classroom.written import BANNER, written
 from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
 
@@ -518,6 +519,5 @@ def test_graded_on_submit(hub, browser):
 
 
 def ledger_key(row: dict) -> str:
-    import hashlib
-
-    return hashlib.sha256(row["id"].encode()).hexdigest()[:16]
+    """The service's key of a ledger row (grader.classroom.ledger.Entry.key), as its pages link it."""
+    return Entry(row["id"], row["student"], row["assignment"], row["submitted_at"]).key

@@ -150,7 +150,7 @@ def test_inbound_names():
     assert parse_inbound("ada+02+not a time+x") is None
 
 
-def test_the_ledger_survives_a_torn_write(tmp_path):
+def test_the_ledger_is_written_whole_through_a_temporary_file(tmp_path):
     ledger = Ledger(tmp_path)
     ledger.save()
     assert json.loads((tmp_path / "on-submit" / "state.json").read_text()) == {"entries": []}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from dataclasses import asdict
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
@@ -53,8 +54,6 @@ class Mine(Page):
 class MineJSON(Page):
     @web.authenticated
     def get(self):
-        from dataclasses import asdict
-
         rows = [{**asdict(e), "key": e.key} for e in self.service.ledger.of(student=self.name)]
         self.set_header("Content-Type", "application/json")
         self.write(json.dumps(rows))
