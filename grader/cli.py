@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grader.boundary import forkserver
 from grader.boundary.confine import Limits  # no torch: a few ctypes and os calls
-from grader.chapters import CHAPTERS, find_chapter
+from grader.chapters import CHAPTERS, Chapter, find_chapter
 
 
 def _chapters(keys: list[str]):
@@ -52,9 +52,11 @@ def cmd_translate(args) -> int:
     from grader.authoring import i18n  # lazy: start-up
 
     bad = []
-    # Each chapter's catalogue, then the messages the chapters share (i18n/LANG/common.po).
-    for chapter in [*_chapters(args.chapters), i18n.COMMON]:
-        nb = None if chapter == i18n.COMMON else build_mod().build_source_notebook(chapter)
+    # Each chapter's catalogue, the messages the chapters share (i18n/LANG/common.po), then the graded
+    # feedback's: each chapter's hidden checks and the shared texts (i18n/LANG/feedback/).
+    chapters = _chapters(args.chapters)
+    for chapter in [*chapters, i18n.COMMON, *i18n.feedback_catalogues(chapters)]:
+        nb = build_mod().build_source_notebook(chapter) if isinstance(chapter, Chapter) else None
         if args.check:
             bad += i18n.problems(chapter, args.lang, nb)
             continue

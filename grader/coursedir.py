@@ -21,12 +21,17 @@ from grader.chapters import Chapter
 COURSE_ID = "transformers-from-scratch"  # nbgrader's course id: the exchange's folder of this course
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "transformers-course-grader"
 
+# What the release puts where a solution was, in each edition's language (nbgrader's defaults in English;
+# the chapters' "How to work" paragraph names the code stub).
+STUBS = {"en": ("# YOUR CODE HERE\nraise NotImplementedError()", "YOUR ANSWER HERE"),
+         "zh": ("# 在此写下你的代码\nraise NotImplementedError()", "在此写下你的回答")}
 CONFIG = """\
 c = get_config()
 c.CourseDirectory.root = {root!r}
 c.CourseDirectory.course_id = {course_id!r}
 c.CourseDirectory.db_url = {db_url!r}
-c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
+c.ClearSolutions.code_stub = {{"python": {code_stub!r}}}
+c.ClearSolutions.text_stub = {text_stub!r}
 # A runaway cell is interrupted and costs that cell only; the next cells still run.
 c.Execute.timeout = {timeout}
 c.Execute.interrupt_on_timeout = True
@@ -102,9 +107,11 @@ class CourseDir:
         self.root = Path(root).resolve()
         self.db_url = db_url or database_of(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
+        langs = {c.lang for c in chapters}
+        code_stub, text_stub = STUBS[langs.pop() if len(langs) == 1 else "en"]  # one edition per class
         _write_if_changed(self.root / "nbgrader_config.py",
                           CONFIG.format(root=str(self.root), course_id=COURSE_ID, db_url=self.db_url,
-                                        timeout=timeout).encode())
+                                        timeout=timeout, code_stub=code_stub, text_stub=text_stub).encode())
         for chapter in chapters:
             sync_folder(chapter.source_dir, self.root / "source" / chapter.assignment)
 

@@ -15,6 +15,7 @@ from grader.boundary.proxy import evaluate
 from grader.boundary.serve import Server
 from grader.boundary.spec import Exercise
 from grader.chapters import Chapter
+from grader.classroom import phrasebook
 
 PRELUDE = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
@@ -79,3 +80,16 @@ def evaluate_in_child(exercise: Exercise, namespace: dict, timeout: float = 60.0
 def adversarial_expected(points: dict[str, float]) -> float:
     """What grader.authoring.samples.adversarial must score: everything but the first two exercises."""
     return sum(list(points.values())[2:])
+
+
+def english_left(text: str, assignment: str) -> list[str]:
+    """The English of a chapter's feedback texts that `text` (a translated report) still shows: each
+    literal piece, of two words or more, of its check names, hidden messages and the shared texts."""
+    pieces = set()
+    for catalogue in (assignment, phrasebook.COMMON):
+        chinese = phrasebook.load(catalogue, "zh")
+        for _, _, english in phrasebook.units(catalogue):
+            pieces |= {piece.strip() for piece in phrasebook.Template.of(english, "").pieces
+                       if phrasebook.has_prose(piece) and len(piece.strip()) > 10
+                       and piece.strip() not in chinese.get(english, "")}  # code a translation keeps
+    return sorted(piece for piece in pieces if piece in text)

@@ -16,7 +16,8 @@ import pytest
 from grader.boundary.runner import evaluate
 from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS
-from tests.helpers import evaluate_in_child, reference_namespace, run_source, skeleton_namespace
+from grader.classroom.phrasebook import phrasebook
+from tests.helpers import english_left, evaluate_in_child, reference_namespace, run_source, skeleton_namespace
 
 SPECS = [(c, name) for c in CHAPTERS for name in exercises(c.name)]
 
@@ -54,6 +55,7 @@ def test_reference_gets_full_marks(chapter, name, path):
     result = PATHS[path](exercises(chapter.name)[name], reference_namespace(chapter))
     assert not result.failed and result.zero_reason is None, result.report()
     assert result.score == result.points
+    assert_chinese_report(chapter, result)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -61,6 +63,13 @@ def test_reference_gets_full_marks(chapter, name, path):
 def test_skeleton_scores_zero(chapter, name, path):
     result = PATHS[path](exercises(chapter.name)[name], skeleton_namespace(chapter))
     assert result.score == 0, result.report()
+    assert_chinese_report(chapter, result)
+
+
+def assert_chinese_report(chapter, result):
+    """The Chinese edition's feedback says all of it in Chinese (grader.classroom.phrasebook)."""
+    said = result.report(phrasebook("zh", chapter.assignment).say)
+    assert english_left(said, chapter.assignment) == [], said
 
 
 WRONG = variants("WRONG")
@@ -73,6 +82,7 @@ def test_wrong_implementation_loses_points(chapter, variant):
     result = judged(exercises(chapter.name)[variant.exercise], namespace)
     assert result.score < result.points, f"{variant.label} kept full marks:\n{result.report()}"
     assert not variant.zero or result.score == 0, f"{variant.label} earned points:\n{result.report()}"
+    assert_chinese_report(chapter, result)
 
 
 @pytest.mark.parametrize("chapter,variant", CORRECT, ids=ids(CORRECT))

@@ -26,6 +26,8 @@ def scratch_catalogues(tmp_path, monkeypatch):
 def test_every_unit_of_every_chapter_is_translated(lang):
     problems = [line for chapter in CHAPTERS for line in i18n.problems(chapter, lang, build_source_notebook(chapter))]
     problems += i18n.problems(i18n.COMMON, lang, None)  # the messages the chapters share
+    for catalogue in i18n.feedback_catalogues(list(CHAPTERS)):  # the graded feedback's texts
+        problems += i18n.problems(catalogue, lang, None)
     assert problems == [], "\n".join(problems[:20]) + "\n(edit the catalogues; README: The Chinese edition)"
 
 

@@ -39,15 +39,12 @@ import polib
 from grader.authoring import figures, messages
 from grader.authoring.messages import COMMON, MESSAGES_FILE
 from grader.chapters import LANGUAGES, REPO, Chapter, is_answer_cell
+from grader.classroom import phrasebook
 
 __all__ = ["COMMON", "LANGUAGES", "MESSAGES_FILE", "IncompleteTranslation", "messages_file", "problems",
            "translate", "units", "update"]
 CATALOGUES = REPO / "i18n"
 FUZZY_CUTOFF = 0.6  # how alike an edited unit must be to its old English to keep the old translation
-# The one line of prose in a test cell (grader.authoring.build.HIDDEN_TEST), per language.
-HIDDEN_TEST_LINE = re.compile(r"^# Hidden tests for `(?P<name>\w+)` run here when your notebook is graded "
-                              r"\((?P<points>[\d.]+) points?\)\.$", re.MULTILINE)
-HIDDEN_TEST_TRANSLATED = {"zh": "# 批改你的 notebook 时，`{name}` 的隐藏测试在这里运行（{points} 分）。"}
 PROSE = re.compile(r"[A-Za-z]{2,}[^A-Za-z]+[A-Za-z]{2,}")  # two words: a string a reader reads
 
 
@@ -58,18 +55,37 @@ class IncompleteTranslation(ValueError):
 
 
 @dataclass(frozen=True)
+class Feedback:
+    """A catalogue of graded feedback (grader.classroom.phrasebook): a chapter's hidden checks, by its
+    assignment, or the texts every chapter's feedback shares (COMMON)."""
+    name: str
+
+    @property
+    def assignment(self) -> str:
+        return f"feedback/{self.name}"
+
+
+Catalogue = Chapter | Feedback | str
+
+
+def feedback_catalogues(chapters: list[Chapter]) -> list[Feedback]:
+    return [Feedback(c.assignment) for c in chapters] + [Feedback(phrasebook.COMMON)]
+
+
+@dataclass(frozen=True)
 class Unit:
     kind: str  # markdown | docstring | code | message | figure
     where: str  # "cell 12", "SelfAttention.forward", "course/checks/self_attention.py: check_softmax"
     text: str
 
 
-def _name(catalogue: Chapter | str) -> str:
-    """A catalogue is a chapter's (its assignment, NN_<name>) or COMMON, the shared messages'."""
+def _name(catalogue: Catalogue) -> str:
+    """A catalogue is a chapter's (its assignment, NN_<name>), COMMON, the shared messages', or a
+    feedback catalogue (feedback/NN_<name>, feedback/common)."""
     return catalogue if isinstance(catalogue, str) else catalogue.assignment
 
 
-def catalogue_path(catalogue: Chapter | str, lang: str) -> Path:
+def catalogue_path(catalogue: Catalogue, lang: str) -> Path:
     return CATALOGUES / lang / f"{_name(catalogue)}.po"
 
 
@@ -114,9 +130,11 @@ def units(nb: nbformat.NotebookNode) -> list[Unit]:
     return found
 
 
-def all_units(catalogue: Chapter | str, nb: nbformat.NotebookNode | None) -> list[Unit]:
+def all_units(catalogue: Catalogue, nb: nbformat.NotebookNode | None) -> list[Unit]:
     """What a catalogue holds: a chapter's units (its notebook's, the texts its figures draw, then its
     modules' messages), or the shared messages (COMMON, with nb None)."""
+    if isinstance(catalogue, Feedback):
+        return [Unit(kind, where, text) for kind, where, text in phrasebook.units(catalogue.name)]
     found = []
     if nb is not None:
         drawn = {}  # a text drawn twice is one unit
@@ -131,7 +149,7 @@ def _entry(unit: Unit) -> polib.POEntry:
     return polib.POEntry(msgid=unit.text, msgstr="", comment=f"{unit.kind}: {unit.where}")
 
 
-def load(chapter: Chapter | str, lang: str) -> polib.POFile:
+def load(chapter: Catalogue, lang: str) -> polib.POFile:
     path = catalogue_path(chapter, lang)
     if not path.exists():
         catalogue = polib.POFile(wrapwidth=0)
@@ -142,7 +160,7 @@ def load(chapter: Chapter | str, lang: str) -> polib.POFile:
     return polib.pofile(str(path), wrapwidth=0)
 
 
-def update(chapter: Chapter | str, lang: str,
+def update(chapter: Catalogue, lang: str,
            nb: nbformat.NotebookNode | None) -> tuple[polib.POFile, dict[str, int]]:
     """The catalogue with the chapter's units now (msgmerge's job): a unit whose English is unchanged
     keeps its translation; an edited one keeps the most alike old translation, fuzzy, with the old
@@ -192,7 +210,7 @@ def _code_source(source: str) -> str:
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
 
 
-def problems(chapter: Chapter | str, lang: str, nb: nbformat.NotebookNode | None) -> list[str]:
+def problems(chapter: Catalogue, lang: str, nb: nbformat.NotebookNode | None) -> list[str]:
     """What keeps the chapter's catalogue (or COMMON's, nb None) from translating the chapter: each line
     names the catalogue and the unit (missing, untranslated, out of date, a code translation that changes
     code, or a message translation with other fields than the English)."""
@@ -217,6 +235,8 @@ def problems(chapter: Chapter | str, lang: str, nb: nbformat.NotebookNode | None
             if not same:
                 found.append(f"{label}: the translation changes the code, not only comments and strings")
         elif unit.kind in ("message", "figure") and (why := messages.field_problem(unit.text, entry.msgstr)):
+            found.append(f"{label}: {why}")
+        elif unit.kind in ("check", "feedback") and (why := phrasebook.field_problem(unit.text, entry.msgstr)):
             found.append(f"{label}: {why}")
     return found
 
@@ -284,8 +304,7 @@ def translate(nb: nbformat.NotebookNode, chapter: Chapter, lang: str) -> nbforma
         elif cell.cell_type == "code" and meta.get("solution"):
             cell.source = _replace_docstrings(cell.source, table)
         elif cell.cell_type == "code" and meta.get("grade"):
-            cell.source = HIDDEN_TEST_LINE.sub(lambda m: HIDDEN_TEST_TRANSLATED[lang].format(**m.groupdict()),
-                                               cell.source)
+            cell.source = phrasebook.hidden_test_line(cell.source, lang)
         elif cell.cell_type == "code" and cell.source.strip() in table:
             cell.source = table[cell.source.strip()]
     return out

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from grader.boundary import forkserver, memcg
 from grader.boundary.confine import Limits
+from grader.boundary.score import shown
 from grader.boundary.unit import Job, Verdict
 from grader.boundary.wire import Lost, WireError
 from grader.chapters import Chapter
@@ -37,12 +38,14 @@ GRACE = 15  # seconds a child may stay silent beyond the cell time limit before 
 
 def _exit_reason(exitcode: int | None) -> str:
     if exitcode is None:
-        return "did not finish"
+        return shown("did not finish")
     if exitcode < 0:
         name = signal.Signals(-exitcode).name
-        return {"SIGSEGV": "crashed (segmentation fault)", "SIGKILL": "was killed (memory or time limit)",
-                "SIGXCPU": "used up its CPU time", "SIGABRT": "aborted"}.get(name, f"was killed by {name}")
-    return f"ended the grading process itself (exit status {exitcode})"
+        known = {"SIGSEGV": shown("crashed (segmentation fault)"),
+                 "SIGKILL": shown("was killed (memory or time limit)"),
+                 "SIGXCPU": shown("used up its CPU time"), "SIGABRT": shown("aborted")}
+        return known.get(name, shown(f"was killed by {name}"))
+    return shown(f"ended the grading process itself (exit status {exitcode})")
 
 
 def _over_budget() -> dict:
@@ -105,8 +108,8 @@ class Pool:
             deadline.start()
             while True:
                 if not receive.poll(self.timeout + GRACE):
-                    verdict.error = (f"cell {reached + 1} ran past the {self.timeout:g} s limit and could not be "
-                                     "interrupted; later cells were not run")
+                    verdict.error = shown(f"cell {reached + 1} ran past the {self.timeout:g} s limit and could not be "
+                                          "interrupted; later cells were not run")
                     break
                 try:
                     raw = receive.recv_bytes(MAX_MESSAGE)
@@ -115,12 +118,12 @@ class Pool:
                     proc.join(5)  # the sandbox's last process closed the pipe; its parent ends as it did
                     break
                 except OSError:
-                    verdict.error = (f"cell {reached + 1} sent more than {MAX_MESSAGE >> 20} MB of output; "
-                                     "later cells were not run")
+                    verdict.error = shown(f"cell {reached + 1} sent more than {MAX_MESSAGE >> 20} MB of output; "
+                                          "later cells were not run")
                     break
                 except ValueError:
-                    verdict.error = (f"cell {reached + 1}: the sandbox sent an unreadable message; "
-                                     "later cells were not run")
+                    verdict.error = shown(f"cell {reached + 1}: the sandbox sent an unreadable message; "
+                                          "later cells were not run")
                     break
                 kind = message.get("kind") if isinstance(message, dict) else None
                 if kind in ("start", "shell"):
@@ -138,18 +141,19 @@ class Pool:
                     try:
                         verdict.cells[index] = judge_exercise(tests[index], receive, self.timeout, job.secret)
                     except Lost:
-                        verdict.error = (f"cell {index + 1} ran past the {self.timeout:g} s limit and could not be "
-                                         "interrupted, or its process ended; later cells were not run")
+                        verdict.error = shown(f"cell {index + 1} ran past the {self.timeout:g} s limit and could not "
+                                              "be interrupted, or its process ended; later cells were not run")
                         break
                     except WireError as err:
-                        verdict.error = (f"cell {index + 1}: the sandbox broke the grading protocol ({err}); "
-                                         "later cells were not run")
+                        verdict.error = shown(f"cell {index + 1}: the sandbox broke the grading protocol ({err}); "
+                                              "later cells were not run")
                         break
                     reached = index + 1
                 elif kind == "done":
                     done = True
                 elif kind == "fatal":
-                    verdict.error = "the grading sandbox failed: " + str(message.get("reason", ""))[-300:].strip()
+                    reason = str(message.get("reason", ""))[-300:].strip()
+                    verdict.error = shown(f"the grading sandbox failed: {reason}")
         finally:
             deadline.cancel()
             if proc.is_alive():
@@ -159,11 +163,11 @@ class Pool:
             memcg.remove(cgroup)
             shutil.rmtree(base, ignore_errors=True)
         if expired.is_set() and not done:  # the cells judged before the limit keep their scores
-            verdict.error = (f"the notebook ran past the {self.limits.submission_seconds:g} s limit for a whole "
-                             f"submission in cell {reached + 1}; later cells were not run")
+            verdict.error = shown(f"the notebook ran past the {self.limits.submission_seconds:g} s limit for a whole "
+                                  f"submission in cell {reached + 1}; later cells were not run")
         if not done and verdict.error is None:
-            verdict.error = (f"the notebook {_exit_reason(proc.exitcode)} in cell {reached + 1}; "
-                             "later cells were not run")
+            verdict.error = shown(f"the notebook {_exit_reason(proc.exitcode)} in cell {reached + 1}; "
+                                  "later cells were not run")
         verdict.seconds = time.perf_counter() - started
         verdict.timings["copy"] = round(verdict_copy, 3)
         with self._lock:
@@ -189,8 +193,8 @@ class Pool:
                 try:
                     verdicts[job.key] = future.result()
                 except Exception as err:  # noqa: BLE001 - one unit failing never stops the batch
-                    verdicts[job.key] = Verdict(error=f"the grader could not run this notebook: {type(err).__name__}: "
-                                                      f"{err}")
+                    verdicts[job.key] = Verdict(error=shown(f"the grader could not run this notebook: "
+                                                            f"{type(err).__name__}: {err}"))
                 if done is not None:
                     done(job, verdicts[job.key])
                 bar.set_postfix_str(job.key[-40:], refresh=False)

@@ -31,7 +31,7 @@ import torch.distributed.tensor  # torch.testing.assert_close imports it on firs
 import torch.nn as nn
 
 from grader.boundary import claims
-from grader.boundary.score import Result, forbidden_reason, run_each
+from grader.boundary.score import Result, forbidden_reason, run_each, shown
 from grader.boundary.spec import Exercise, hidden_inputs, in_place_record
 from grader.boundary.specs import exercises
 from grader.boundary.standin_host import StandInHost
@@ -290,7 +290,7 @@ def evaluate(exercise: Exercise, conn, timeout: float, secret: int = 0):
         stand_ins = dict(exercise.stand_ins)
         obj = session.request("begin", exercise.name, stand_ins, list(exercise.forbidden), float(timeout))
         if obj is None:
-            result.zero_reason = f"`{exercise.name}` is not defined"
+            result.zero_reason = shown(f"`{exercise.name}` is not defined")
         else:
             with in_place_record(session.changed_in_place):
                 run_each(exercise, obj, result, passthrough=(Lost, WireError))

@@ -9,10 +9,26 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from grader.boundary.spec import Exercise
+
+
+def shown(text: str) -> str:
+    """Marks a text a learner's graded feedback shows: grader.classroom.phrasebook finds each one in the
+    source and translates it for a translated edition (the hidden checks' own texts need no mark)."""
+    return text
+
+
+HEAD = shown("{name}: {score} / {points} points")
+NO_CREDIT = shown("  no credit: {reason}")
+PASSED = shown("  ok    {check}")
+FAILED = shown("  FAIL  {check}: {why}")
+
+
+def _english(template: str, **values) -> str:
+    return template.format(**values)
 
 
 @dataclass
@@ -30,12 +46,14 @@ class Result:
             return 0.0
         return round(self.points * len(self.passed) / total, 3)
 
-    def report(self) -> str:
-        lines = [f"{self.name}: {self.score:g} / {self.points:g} points"]
+    def report(self, say: Callable[..., str] = _english) -> str:
+        """The lines a learner reads; `say(template, **values)` puts them in their language
+        (grader.classroom.phrasebook.Phrasebook.say)."""
+        lines = [say(HEAD, name=self.name, score=f"{self.score:g}", points=f"{self.points:g}")]
         if self.zero_reason:
-            lines.append(f"  no credit: {self.zero_reason}")
-        lines += [f"  ok    {c}" for c in self.passed]
-        lines += [f"  FAIL  {c}: {why}" for c, why in self.failed]
+            lines.append(say(NO_CREDIT, reason=self.zero_reason))
+        lines += [say(PASSED, check=c) for c in self.passed]
+        lines += [say(FAILED, check=c, why=why) for c, why in self.failed]
         return "\n".join(lines)
 
 
@@ -48,24 +66,24 @@ def run_each(exercise: Exercise, obj: Any, result: Result, passthrough: tuple = 
         except passthrough:
             raise
         except NotImplementedError:
-            result.failed.append((check.description, "not implemented yet"))
+            result.failed.append((check.description, shown("not implemented yet")))
         except AssertionError as err:
-            result.failed.append((check.description, str(err) or "assertion failed"))
+            result.failed.append((check.description, str(err) or shown("assertion failed")))
         except Exception as err:  # noqa: BLE001 - the learner's code raised
             line = getattr(err, "remote_line", None)  # set on an exception raised in the judge's child
             if type(err).__name__ == "CellTimeout" and hasattr(err, "remote_line"):
-                result.zero_reason = "the cell ran past its time limit and was interrupted"
+                result.zero_reason = shown("the cell ran past its time limit and was interrupted")
                 return
             if line is None:
                 where = traceback.extract_tb(err.__traceback__)
                 line = where[-1].lineno if where else 0
-            result.failed.append((check.description, f"{type(err).__name__}: {err} (line {line})"))
+            result.failed.append((check.description, shown(f"{type(err).__name__}: {err} (line {line})")))
         else:
             result.passed.append(check.description)
     side_rules_pay(exercise, result)
 
 
-SIDE_UNPAID = "a side rule pays only when the answer is also right on valid input (no other check passed)"
+SIDE_UNPAID = shown("a side rule pays only when the answer is also right on valid input (no other check passed)")
 
 
 def side_rules_pay(exercise: Exercise, result: Result) -> None:
@@ -79,4 +97,4 @@ def side_rules_pay(exercise: Exercise, result: Result) -> None:
 
 
 def forbidden_reason(calls) -> str:
-    return f"the solution calls {', '.join(sorted(set(calls)))}, which this exercise asks you to write yourself"
+    return shown(f"the solution calls {', '.join(sorted(set(calls)))}, which this exercise asks you to write yourself")

@@ -173,9 +173,22 @@ def assert_tensor(actual: Any, expected: torch.Tensor, *, atol: float = 1e-6,
         raise AssertionError(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
     try:
         torch.testing.assert_close(actual.detach(), expected, atol=atol, rtol=rtol)
-    except AssertionError as err:
-        first = str(err).strip().splitlines()
-        raise AssertionError(f"{what} has wrong values: " + " ".join(first[:3])) from None
+    except AssertionError:
+        raise AssertionError(f"{what} has wrong values: {_mismatch(actual.detach(), expected, atol, rtol)}") from None
+
+
+def _mismatch(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
+    """How far off the values are, in the course's words (torch's own message is English prose that
+    a translated edition's feedback could not translate)."""
+    got, want = actual.to(torch.float64), expected.to(torch.float64)
+    wrong = ~torch.isclose(got, want, atol=atol, rtol=rtol)  # nan is never close, as in assert_close
+    gap = torch.where(wrong, (got - want).abs().nan_to_num(nan=math.inf), torch.zeros_like(got))
+    if not wrong.any():
+        return f"they differ from the expected values beyond atol={atol:g}, rtol={rtol:g}"
+    at = tuple(int(i) for i in torch.unravel_index(gap.argmax(), gap.shape)) if gap.dim() else ()
+    most = (got - want).abs()[at].item()  # nan where the output is nan
+    return (f"{int(wrong.sum())} of {wrong.numel()} values differ, the most by {most:.3g} "
+            f"at index {at} (allowed: {atol:g} + {rtol:g} * |expected|)")
 
 
 def load_torch_attention(torch_attn: torch.nn.MultiheadAttention, state: dict[str, torch.Tensor],

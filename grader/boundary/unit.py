@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from grader.boundary.score import shown
 from grader.chapters import Chapter
 
 
@@ -50,4 +51,4 @@ def verdict_from_json(text: str) -> Verdict:
     try:
         return verdict_from_dict(json.loads(text))
     except (TypeError, ValueError, KeyError, AttributeError) as err:
-        return Verdict(error=f"the Dask worker sent an unreadable verdict ({type(err).__name__})")
+        return Verdict(error=shown(f"the Dask worker sent an unreadable verdict ({type(err).__name__})"))

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool
+from grader.boundary.score import shown
 from grader.boundary.unit import Job, Verdict, verdict_from_json, verdict_to_json
 from grader.chapters import REPO, Chapter
 
@@ -113,11 +114,11 @@ def failure_reason(err: BaseException) -> str:
     """Why a unit has no verdict, for the gradebook's record of a failed grading."""
     name = type(err).__name__
     if name == "KilledWorker":
-        return f"the Dask workers grading this notebook died each time it was tried ({err}); it was not graded"
+        return shown(f"the Dask workers grading this notebook died each time it was tried ({err}); it was not graded")
     if isinstance(err, CancelledError) or name == "CancelledError":
-        return ("the Dask cluster lost this notebook's grading (the scheduler went away or cancelled it); "
-                "it was not graded")
-    return f"grading on the Dask cluster failed: {name}: {str(err)[:300]}"
+        return shown("the Dask cluster lost this notebook's grading (the scheduler went away or cancelled it); "
+                     "it was not graded")
+    return shown(f"grading on the Dask cluster failed: {name}: {str(err)[:300]}")
 
 
 def release_files(release_dir: Path) -> dict[str, bytes]:
@@ -216,8 +217,8 @@ class DaskPool:
                         verdicts[job.key] = self._verdict(future)
                     else:  # given up: no worker left to run it
                         future.cancel()
-                        verdicts[job.key] = Verdict(error=f"no Dask worker was left to grade this notebook for "
-                                                          f"{self.no_worker_seconds:g} s; it was not graded")
+                        verdicts[job.key] = Verdict(error=shown(f"no Dask worker was left to grade this notebook for "
+                                                                f"{self.no_worker_seconds:g} s; it was not graded"))
                     if done is not None:
                         done(job, verdicts[job.key])
                     future.release()

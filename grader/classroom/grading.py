@@ -24,11 +24,13 @@ import nbformat
 from grader.boundary import seeds
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool, load_checks
+from grader.boundary.score import shown
 from grader.boundary.unit import Job, Verdict
 from grader.chapters import CHAPTERS, LANGUAGES, Chapter, exercise_of, is_answer_cell, is_test_cell
 from grader.classroom import locks, skipping
 from grader.classroom.cluster import DaskPool
 from grader.classroom.intake import gather
+from grader.classroom.phrasebook import edition_of, phrasebook
 from grader.classroom.recording import feedback_and_export, nbgrader_api, record, zero_grades
 from grader.classroom.report import save_notes
 from grader.classroom.submissions import (
@@ -50,7 +52,7 @@ SAVED_OUTPUTS = 20  # outputs kept, per cell left out of a grading run, from the
 # (feedback shows them for cells left out of the grading run): a full run of any chapter saves
 # under 0.75 MB of figures and text in all (grader.classroom.submissions.MAX_NOTEBOOK_MB says how measured).
 SAVED_BYTES = 4 * 2 ** 20
-DROPPED = "[{size:.1f} MB of saved outputs dropped: over the grader's limit of {limit:g} MB per notebook]\n"
+DROPPED = shown("[{size:.1f} MB of saved outputs dropped: over the grader's limit of {limit:g} MB per notebook]\n")
 
 
 def _test_ids(chapter: Chapter) -> dict[str, float]:
@@ -132,7 +134,7 @@ def one_submission(submission: Submission, step: str):
             reason = str(err)
         else:
             first = str(err).splitlines()[0][:200] if str(err) else ""
-            reason = f"the grader could not {step} this notebook ({type(err).__name__}: {first})"
+            reason = shown(f"the grader could not {step} this notebook ({type(err).__name__}: {first})")
         submission.error = submission.error or reason
 
 
@@ -165,11 +167,11 @@ def _learner_notebook(submission: Submission, release: nbformat.NotebookNode):
     release of its edition; returns both."""
     path, chapter = submission.path, submission.chapter
     if not path.is_file():
-        raise BadSubmission(f"{path}: no such file")
+        raise BadSubmission(shown(f"{path}: no such file"))
     nb, notes = read_learner_notebook(path)
     other = _other_chapter(nb, chapter)
     if other:
-        raise BadSubmission(f"{path.name} holds the cells of {other}, not of {chapter.assignment}")
+        raise BadSubmission(shown(f"{path.name} holds the cells of {other}, not of {chapter.assignment}"))
     release = edition_release(nb, chapter, release)
     nb, repairs = repair(nb, release)
     submission.notes += notes + repairs
@@ -192,7 +194,7 @@ def bound_saved_outputs(nb: nbformat.NotebookNode) -> list[str]:
     """Keep at most SAVED_BYTES of the outputs and markdown attachments the learner saved (feedback
     shows them for cells left out of the grading run), in notebook order; each cell's beyond that is
     replaced by a line saying so, so memory, the staged copy and the feedback file stay bounded."""
-    budget, dropped = SAVED_BYTES, 0
+    budget, dropped, book = SAVED_BYTES, 0, phrasebook(edition_of(nb))
     for cell in nb.cells:
         for key in ("outputs", "attachments"):
             if not cell.get(key):
@@ -205,8 +207,8 @@ def bound_saved_outputs(nb: nbformat.NotebookNode) -> list[str]:
             if key == "attachments":
                 del cell[key]
             else:
-                cell[key] = [nbformat.v4.new_output("stream", name="stdout", text=DROPPED.format(
-                    size=size / 2 ** 20, limit=SAVED_BYTES / 2 ** 20))]
+                cell[key] = [nbformat.v4.new_output("stream", name="stdout", text=book.say(
+                    DROPPED, size=size / 2 ** 20, limit=SAVED_BYTES / 2 ** 20))]
     if not dropped:
         return []
     return [DROPPED.format(size=dropped / 2 ** 20, limit=SAVED_BYTES / 2 ** 20).strip()]

@@ -24,11 +24,12 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
-from grader.boundary.score import Result
+from grader.boundary.score import NO_CREDIT, Result, shown
 from grader.boundary.specs import exercises
 from grader.boundary.unit import Verdict, verdict_from_dict
 from grader.chapters import Chapter, exercise_of, is_test_cell
 from grader.classroom.export import write_course_csv
+from grader.classroom.phrasebook import Phrasebook, edition_of, hidden_test_line, phrasebook
 from grader.classroom.submissions import BadSubmission, Submission
 from grader.classroom.written import AddRubrics, DropRubrics
 from grader.coursedir import COURSE_ID, CourseDir
@@ -60,7 +61,32 @@ FOCUSABLE = re.compile(r'(<div class="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputAr
                        r'(?![^>]*\btabindex=)')
 # nbgrader's list of graded cells names each "Test cell": name the exercise (grade id test_<exercise>)
 TOC_ENTRY = re.compile(r'(<a href="#test_([^"]+)">)Test cell</a>')
-NO_CREDIT = "  no credit: "
+# nbgrader's feedback template around the cells: each of its words, in the markup around it (never a
+# learner's text), for a translated edition's page.
+CHROME = [(re.compile(before + re.escape(word) + after), word) for before, word, after in (
+    (r"(<h4>[^<]*\(|</a> \(|<span class=\"pull-right\">\s*)", shown("Score:"), r"( -?[\d.])"),
+    (r"(<li class=\"late-penalty\">)", shown("Late submission penalty"), r"( \()"),
+    (r"(<li class=\"late-penalty\">[^<(]*\()", shown("Score:"), r"( -)"),
+    (r"(<a href=\"#top\">)", shown("(Top)"), r"(</a>)"),
+    (r"(<span class=\"nbgrader-label\">)", shown("Student's answer"), r"(</span>)"),
+    (r"(<span class=\"nbgrader-label\">)", shown("Student's task"), r"(</span>)"),
+    (r"(<span class=\"nbgrader-label\">)", shown("Grade cell:"), r"( <code>)"),
+    (r"(<span class=\"nbgrader-label\">)", shown("Task:"), r"( <code>)"),
+    (r"(<b>)", shown("Comments:"), r"(</b>)"),
+    (r"(<li><a href=\"#[^\"]*\">)", shown("Written response"), r"(</a>)"),
+    (r"(<li><a href=\"#[^\"]*\">)", shown("Coding free-response"), r"(</a>)"),
+    (r"(<li><a href=\"#[^\"]*\">)", shown("Task"), r"(</a>)"),
+    (r"(<li><a href=\"#comment-[^\"]*\">)", shown("Comment"), r"(</a>)"),
+)]
+
+
+def _chrome(page: str, book: Phrasebook, lang: str) -> str:
+    """The feedback page's own words in the learner's language."""
+    for pattern, word in CHROME:
+        page = pattern.sub(lambda found, word=word: found[1] + book.say(word) + found[2], page)
+    return page.replace("<html>", f'<html lang="{lang}">', 1)
+
+
 # A check's report line (FAIL and its reason) wraps in the page instead of scrolling sideways.
 FEEDBACK_CSS = "<style>div.output_subarea pre { white-space: pre-wrap; overflow-wrap: break-word; }</style>\n</head>"
 
@@ -98,25 +124,32 @@ def _learner_view(nb):
     import copy
 
     nb, seen = copy.deepcopy(nb), set()
+    book = phrasebook(edition_of(nb))
     for cell in nb.cells:
         if cell.get("cell_type") == "code" and is_test_cell(cell):
-            cell.outputs = [out for out in cell.get("outputs", []) if _shown(out, seen)]
+            cell.outputs = [out for out in cell.get("outputs", []) if _shown(out, seen, book)]
+            cell.source = hidden_test_line(cell.source, edition_of(nb))  # restored from the class's source
     return nb
 
 
-def _shown(output, seen: set) -> bool:
+def _shown(output, seen: set, book: Phrasebook) -> bool:
     """Whether a test cell's output stays in the feedback; a no-credit line said before is shortened."""
     kind = output.get("output_type")
     if kind == "execute_result" or (kind == "error" and output.get("evalue") in seen):
         return False
     if kind == "stream" and isinstance(output.get("text"), str):
+        prefix = book.say(NO_CREDIT, reason="\0").split("\0")[0]
         lines = []
         for line in output.text.splitlines(keepends=True):
-            reason = line.removeprefix(NO_CREDIT).rstrip("\n") if line.startswith(NO_CREDIT) else None
-            lines.append(f"{NO_CREDIT}the same reason as above\n" if reason and reason in seen else line)
+            reason = line.removeprefix(prefix).rstrip("\n") if line.startswith(prefix) else None
+            same = book.say(NO_CREDIT, reason=SAME_REASON)
+            lines.append(same + "\n" if reason and reason in seen else line)
             seen.add(reason)
         output.text = "".join(lines)
     return True
+
+
+SAME_REASON = shown("the same reason as above")
 
 
 def _feedback_exporter():
@@ -145,6 +178,8 @@ def _feedback_exporter():
             self.register_filter("filter_data_type", WidgetsDataTypeFilter(
                 notebook_metadata=self._nb_metadata, parent=self, resources=resources))
             html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+            if edition_of(nb) != "en":
+                html = _chrome(html, phrasebook(edition_of(nb)), edition_of(nb))
             html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
             html = TOC_ENTRY.sub(r"\1\2</a>", html).replace("</head>", FEEDBACK_CSS, 1)
             html = html.split("<body", 1)[0] + _mathml("<body" + html.split("<body", 1)[1])
@@ -175,24 +210,28 @@ def _clean_outputs(outputs) -> list:
     return clean
 
 
-NOT_RERUN = "[not re-run while grading: no score depends on this cell; {what}]\n"
+NOT_RERUN = shown("[not re-run while grading: no score depends on this cell; {what}]\n")
 
 
-def saved_outputs(saved) -> list:
+def saved_outputs(saved, book: Phrasebook) -> list:
     """A cell the grading run left out (grader.classroom.skipping): the outputs the learner saved, and a note."""
     outputs = _clean_outputs(saved)  # bounded when staged (grader.classroom.grading.bound_saved_outputs)
-    what = "the outputs below are from your own run" if outputs else "your notebook saved no outputs for it"
-    return [nbformat.v4.new_output("stream", name="stdout", text=NOT_RERUN.format(what=what)), *outputs]
+    what = (shown("the outputs below are from your own run") if outputs
+            else shown("your notebook saved no outputs for it"))
+    return [nbformat.v4.new_output("stream", name="stdout", text=book.say(NOT_RERUN, what=what)), *outputs]
 
 
-def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict | None, reason: str | None) -> list:
-    """A test cell's outputs: the report, then the partial credit (nbgrader reads it) or an error."""
+def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict | None, reason: str | None,
+                 book: Phrasebook | None = None) -> list:
+    """A test cell's outputs: the report (in `book`'s language), then the partial credit (nbgrader reads
+    it) or an error."""
+    book = book or phrasebook("en")
     spec = exercises(chapter.name).get(exercise)
     result = Result(exercise, points)
     if spec is None:
-        result.zero_reason = f"no hidden checks named {exercise!r}"
+        result.zero_reason = shown(f"no hidden checks named {exercise!r}")
     elif message is None:
-        result.zero_reason = reason or "this cell was not run"
+        result.zero_reason = reason or shown("this cell was not run")
     else:
         known = [c.description for c in spec.checks]
         seen = set()
@@ -204,15 +243,15 @@ def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict |
             if isinstance(item, list) and len(item) == 2 and item[0] in known and item[0] not in seen:
                 seen.add(item[0])
                 result.failed.append((item[0], str(item[1])[:500]))
-        result.failed += [(d, "was not run") for d in known if d not in seen]
+        result.failed += [(d, shown("was not run")) for d in known if d not in seen]
         zero = message.get("zero_reason")
         result.zero_reason = str(zero)[:500] if zero else None
-    outputs = [nbformat.v4.new_output("stream", name="stdout", text=result.report() + "\n")]
+    outputs = [nbformat.v4.new_output("stream", name="stdout", text=result.report(book.say) + "\n")]
     if result.score > 0:
         outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(result.score)},
                                               execution_count=None))
     else:
-        why = result.zero_reason or f"{exercise}: no check passed"
+        why = book.text(result.zero_reason or shown(f"{exercise}: no check passed"))
         outputs.append(nbformat.v4.new_output("error", ename="NoCredit", evalue=why, traceback=[f"NoCredit: {why}"]))
     return outputs
 
@@ -222,7 +261,8 @@ def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict
     aligned = len(nb.cells) == len(cells)
     reason = verdict.error
     if not aligned:
-        reason = "the notebook's cells changed between staging and grading"
+        reason = shown("the notebook's cells changed between staging and grading")
+    book = phrasebook(edition_of(nb), chapter.assignment)
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -231,9 +271,9 @@ def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict
         message = verdict.cells.get(index) if aligned else None
         if exercise is not None:
             cell.outputs = test_outputs(chapter, exercise, float(cell.metadata.nbgrader.get("points", 0)), message,
-                                        reason)
+                                        reason, book)
         elif message is None and aligned and "saved" in cells[index]:
-            cell.outputs = saved_outputs(cells[index]["saved"])
+            cell.outputs = saved_outputs(cells[index]["saved"], book)
         else:
             cell.outputs = _clean_outputs(message.get("outputs")) if message else []
 
@@ -274,13 +314,15 @@ class ScoreOnly(NbGraderPreprocessor):
     """Feedback that shows each test cell's score but not what its checks said (grading on submit
     before the due date, when the instructor's policy says so: grader.classroom.onsubmit)."""
 
-    def preprocess_cell(self, cell, resources, index):
-        if is_test_cell(cell):
-            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=SCORE_ONLY)]
-        return cell, resources
+    def preprocess(self, nb, resources):
+        text = phrasebook(edition_of(nb)).say(SCORE_ONLY)
+        for cell in nb.cells:
+            if is_test_cell(cell):
+                cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+        return nb, resources
 
 
-SCORE_ONLY = "[what the checks found is shown after the due date; your score is above]\n"
+SCORE_ONLY = shown("[what the checks found is shown after the due date; your score is above]\n")
 
 
 def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchange: str | Path | None = None):
@@ -337,7 +379,7 @@ def record(course: CourseDir, api, submission: Submission) -> None:
     """nbgrader's autograde of one staged submission, the verdict standing in for execution; raises
     BadSubmission with nbgrader's reason when nbgrader could not autograde it."""
     chapter = submission.chapter
-    verdict = submission.verdict or Verdict(error=submission.error or "not graded")
+    verdict = submission.verdict or Verdict(error=submission.error or shown("not graded"))
     if submission.error:
         verdict.error = submission.error
     handed = verdict_file(course.root / VERDICTS, submission.student, chapter.assignment)
@@ -352,7 +394,8 @@ def record(course: CourseDir, api, submission: Submission) -> None:
             handed.parent.rmdir()
     if not outcome.get("success"):  # grader.classroom.grading then records the release with this reason
         last = [ln for ln in (outcome.get("error") or "").strip().splitlines() if ln.strip()]
-        raise BadSubmission("nbgrader autograde failed: " + (last[-1][:300] if last else "no reason given"))
+        why = last[-1][:300] if last else shown("no reason given")
+        raise BadSubmission(shown(f"nbgrader autograde failed: {why}"))
     if verdict.error and not submission.error:
         submission.error = verdict.error
 

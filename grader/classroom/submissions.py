@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import nbformat
 
+from grader.boundary.score import shown
 from grader.chapters import CHAPTERS, Chapter, find_chapter
 
 if TYPE_CHECKING:
@@ -115,8 +116,8 @@ def identify_with_rule(path: Path) -> tuple[Chapter, str | None]:
         pass
     chapter = chapter_of_cells(path)
     if chapter is None:
-        raise BadSubmission(f"{path.name}: cannot tell which chapter this is ({reason}; "
-                            "its graded cells are none of a chapter's either)") from None
+        raise BadSubmission(shown(f"{path.name}: cannot tell which chapter this is ({reason}; "
+                                  "its graded cells are none of a chapter's either)")) from None
     return chapter, f"{path.name}: chapter {chapter.assignment} from its graded cells (grade_ids)"
 
 
@@ -153,16 +154,18 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
 def read_learner_notebook(path: Path, max_mb: float = MAX_NOTEBOOK_MB) -> tuple[nbformat.NotebookNode, list[str]]:
     """A learner's notebook, its shape checked (see the module docstring), and what was set right."""
     if path.is_symlink():  # a link to a file the grader can read and the learner cannot (a source notebook)
-        raise BadSubmission(f"{path.name} is a link to another file, not a notebook")
+        raise BadSubmission(shown(f"{path.name} is a link to another file, not a notebook"))
     size = path.stat().st_size if path.is_file() else 0
     if size > max_mb * 2 ** 20:
-        raise BadSubmission(f"{path.name}: the notebook is {size / 2 ** 20:.1f} MB, over the limit of {max_mb:g} MB")
+        raise BadSubmission(shown(f"{path.name}: the notebook is {size / 2 ** 20:.1f} MB, "
+                                  f"over the limit of {max_mb:g} MB"))
     try:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
     except Exception as err:  # noqa: BLE001 - every way a file can fail to be a notebook
-        raise BadSubmission(f"{path.name} is not a readable Jupyter notebook: "
-                            f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}") from None
+        first = str(err).splitlines()[0][:200] if str(err) else ""
+        raise BadSubmission(shown(f"{path.name} is not a readable Jupyter notebook: "
+                                  f"{type(err).__name__}: {first}")) from None
     notes = []
     for index, cell in enumerate(nb.cells):
         problem = nbgrader_problem(cell.metadata.get("nbgrader"))
@@ -277,5 +280,5 @@ def set_aside_duplicates(submissions: list) -> None:
                             f"({why}); not graded: {', '.join(s.path.name for s in others)}")
         for sub in others:
             sub.set_aside = True
-            sub.error = (f"not graded: {student} handed in {len(group)} notebooks of {assignment}; "
-                         f"{chosen.path.name} was graded instead ({why})")
+            sub.error = shown(f"not graded: {student} handed in {len(group)} notebooks of {assignment}; "
+                              f"{chosen.path.name} was graded instead ({why})")

@@ -16,13 +16,15 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from grader.boundary.score import shown
 from grader.chapters import CHAPTERS, is_answer_cell
+from grader.classroom.phrasebook import edition_of, phrasebook
 
 RUBRICS = Path(__file__).resolve().parents[1] / "rubrics"
 PREFIX = "written_"
 MARK = "course_rubric"  # cell metadata key of a rubric cell the grader added
 BANNER = "Rubric for the grader"
-IMITATION = "[a learner's text imitating the grader's rubric]"
+IMITATION = shown("[a learner's text imitating the grader's rubric]")
 HEADING = re.compile(r"^## (written_\w+) \((\d+(?:\.\d+)?) points?\)\s*$", re.M)
 ANSWER, RUBRIC = "**Model answer.**", "**Rubric.**"
 
@@ -72,9 +74,10 @@ class AddRubrics(NbGraderPreprocessor):
     that claims to be a rubric (the mark, or the banner's words) is kept, but loses that claim."""
 
     def preprocess(self, nb, resources):
+        imitation = phrasebook(edition_of(nb)).say(IMITATION)
         for cell in nb.cells:
             if cell.get("metadata", {}).pop(MARK, None) is not None or BANNER in cell.get("source", ""):
-                cell.source = cell.get("source", "").replace(BANNER, IMITATION)
+                cell.source = cell.get("source", "").replace(BANNER, imitation)
         name = _chapter_name(resources.get("nbgrader", {}).get("assignment", ""))
         items = written(name) if name else {}
         cells = []

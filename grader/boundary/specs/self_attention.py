@@ -229,8 +229,10 @@ def linear_shape(module, name, out_features, in_features, bias):
     if (layer.out_features, layer.in_features) != (out_features, in_features):
         raise AssertionError(f"{name} maps {layer.in_features} -> {layer.out_features}, "
                              f"expected {in_features} -> {out_features}")
-    if (layer.bias is not None) != bias:
-        raise AssertionError(f"{name} should {'have' if bias else 'not have'} a bias (bias={bias})")
+    if bias and layer.bias is None:
+        raise AssertionError(f"{name} should have a bias (bias=True)")
+    if not bias and layer.bias is not None:
+        raise AssertionError(f"{name} should have no bias (bias=False)")
 
 
 @SelfAttention.check("W_q, W_k (D -> d_k) and W_v (D -> d_v) are nn.Linear without bias by default",
