@@ -167,5 +167,10 @@ def test_a_chinese_notebook_gets_its_feedback_in_chinese(tmp_path):
     assert english_left(reports["ada"], CHAPTER.assignment) == []
     assert "FAIL" in reports["ben"] and not has_chinese(reports["ben"])
     assert len(english_left(reports["ben"], CHAPTER.assignment)) > 10
+    # the page around the report, the test cells' line and the release's stubs: Chinese as well
     feedback = (course / "feedback" / "ada" / CHAPTER.assignment / "self_attention.html").read_text()
-    assert "未通过" in feedback
+    assert "未通过" in feedback and "隐藏测试在这里运行" in feedback and "在此写下你的回答" in feedback
+    for english in ("Student's answer", "Grade cell:", "(Score:", "Hidden tests for", "YOUR ANSWER HERE",
+                    "YOUR CODE HERE", "not re-run while grading"):
+        assert english not in feedback, english
+    assert "Student's answer" in (course / "feedback" / "ben" / CHAPTER.assignment / "self_attention.html").read_text()

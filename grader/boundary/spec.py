@@ -135,8 +135,8 @@ def documented_shapes(module: torch.nn.Module, names: set) -> dict[str, tuple[in
     params = dict(module.named_parameters())
     missing = sorted(names - set(params))
     if missing:
-        raise AssertionError(f"missing parameters {missing[:4]}{' ...' if len(missing) > 4 else ''}; "
-                             f"found {sorted(params)[:6]} ...")
+        names = ", ".join(missing[:4]) + (" ..." if len(missing) > 4 else "")
+        raise AssertionError(f"missing parameters {names}; found {', '.join(sorted(params)[:6])} ...")
     return {name: tuple(params[name].shape) for name in sorted(names)}
 
 

@@ -432,7 +432,7 @@ def _(fn):
     orig = ids[chosen]
     for what, frac, expected in (
             ("[MASK]", (out == MASK_ID).float().mean().item(), 0.8 + 0.1 / MV_),
-            ("unchanged", (out == orig).float().mean().item(), 0.1 + 0.1 / MV_),
+            ("left unchanged", (out == orig).float().mean().item(), 0.1 + 0.1 / MV_),
             ("another id", ((out != orig) & (out != MASK_ID)).float().mean().item(), 0.1 * (MV_ - 2) / MV_)):
         assert_number_near(frac, expected, math.sqrt(expected * (1 - expected) / n),
                            f"the fraction of chosen tokens that end up {what}")
@@ -960,7 +960,7 @@ def assert_losses(out, expected, what, atol=1e-5):
     if not isinstance(out, tuple) or len(out) != 3:
         raise AssertionError(f"bert_pretraining_loss should return a tuple (total, mlm, nsp), got {type(out).__name__}")
     for name, value, want in zip(("total", "mlm", "nsp"), out, expected):
-        assert_tensor(value, want.detach(), atol=atol, what=f"{name} {what}")
+        assert_tensor(value, want.detach(), atol=atol, what=f"the {name} loss {what}")
 
 
 def loss_inputs(B, T, V, seed, labelled=0.3):

@@ -389,11 +389,13 @@ def _(cls):
         m = cls(400, 16, 2, 1, 24, max_len=8, pad_id=0)
     weight = m.embedding.embedding.weight.detach()
     std, mean = weight.std().item(), weight.mean().item()
+    if std > 0.8:
+        raise AssertionError(f"with d_model=16 the table's entries should have mean 0 and standard deviation "
+                             f"1/sqrt(16) = 0.25; yours have std {std:.3f}, nn.Embedding's default N(0, 1) "
+                             "start: re-initialise it with nn.init.normal_(..., std=d_model ** -0.5)")
     if not (0.9 * 16 ** -0.5 < std < 1.1 * 16 ** -0.5 and abs(mean) < 0.05):
         raise AssertionError(f"with d_model=16 the table's entries should have mean 0 and standard deviation "
-                             f"1/sqrt(16) = 0.25; yours have mean {mean:.3f} and std {std:.3f}"
-                             + (" (nn.Embedding's default N(0, 1) start: re-initialise it with "
-                                "nn.init.normal_(..., std=d_model ** -0.5))" if std > 0.8 else ""))
+                             f"1/sqrt(16) = 0.25; yours have mean {mean:.3f} and std {std:.3f}")
 
 
 @Transformer.check("dropout reaches positions, the encoder and every decoder layer; eval mode turns it off",
@@ -608,12 +610,14 @@ def _(fn):
 def _(fn):
     model = ChainModel(CHAINS).eval()
     fn(model, torch.tensor([[3, 4, 5], [5, 6, 0], [7, 0, 0]]), 12, 1, 2)
-    if model.modes != {"eval"} or model.training:
-        raise AssertionError(f"the model, handed over in eval mode, ran encode/decode in {sorted(model.modes)} mode "
-                             "and "
-                             f"was left in {'training' if model.training else 'eval'} mode: decoding never switches "
-                             "the "
-                             "model to training mode (dropout would then make every step random)")
+    if not model.modes:
+        raise AssertionError("greedy_decode never called the model's encode or decode")
+    if "train" in model.modes:
+        raise AssertionError("the model, handed over in eval mode, ran encode/decode in training mode: decoding "
+                             "never switches the model to training mode (dropout would then make every step random)")
+    if model.training:
+        raise AssertionError("the model, handed over in eval mode, was left in training mode: decoding never "
+                             "switches the model to training mode (dropout would then make every step random)")
 
 
 @greedy_decode.check("other start and end ids (start 3, end 0)")
