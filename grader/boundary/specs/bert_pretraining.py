@@ -923,10 +923,12 @@ def _(cls):
         assert_bert_output(out, *bert_train_oracle(state, ids, segments, 0.3),
                            "in training mode with fixed dropout masks")
     except AssertionError:
-        for missing in [(site,) for site in DROPOUT_SITES] + [("dropout1", "dropout2")]:
+        # each site alone, then both of a layer's (a label of its own: the feedback translates it whole)
+        for label, missing in [(site, (site,)) for site in DROPOUT_SITES] + [
+                ("both dropout1 and dropout2", ("dropout1", "dropout2"))]:
             without = bert_train_oracle(state, ids, segments, 0.3, [s for s in DROPOUT_SITES if s not in missing])
             if torch.allclose(out[0].detach(), without[0], atol=1e-4):
-                raise AssertionError(f"training-mode logits match a model without dropout at {' and '.join(missing)}: "
+                raise AssertionError(f"training-mode logits match a model without dropout at {label}: "
                                      "dropout acts at four sites (the embeddings' output, the attention weights, and "
                                      "dropout1 and dropout2 in every layer)") from None
         raise

@@ -290,10 +290,12 @@ def _(cls):
         assert_tensor(logits, oracle_logits(state, idx, drop=fixed), atol=1e-5,
                       what="training-mode logits (fixed masks)")
     except AssertionError:
-        for missing in [(site,) for site in GPT_DROPOUT_SITES] + [GPT_DROPOUT_SITES[2:]]:
+        # each site alone, then both sublayers' outputs (a label of its own: the feedback translates it whole)
+        for label, missing in [(site, (site,)) for site in GPT_DROPOUT_SITES] + [
+                ("both sublayers' outputs", GPT_DROPOUT_SITES[2:])]:
             without = oracle_logits(state, idx, drop={k: d for k, d in fixed.items() if k not in missing})
             if type(logits) is torch.Tensor and torch.allclose(logits.detach(), without, atol=1e-5):
-                raise AssertionError(f"training-mode logits match a GPT without dropout on {' and '.join(missing)}: "
+                raise AssertionError(f"training-mode logits match a GPT without dropout on {label}: "
                                      "dropout acts on the embeddings, on the attention weights and on each sublayer's "
                                      "output") from None
         raise

@@ -72,24 +72,22 @@ def _smooth(values: torch.Tensor, window: int) -> torch.Tensor:
     return torch.nn.functional.conv1d(padded[None, None], kernel[None, None])[0, 0]
 
 
-def _shown(label: str) -> str:
-    """A run's label as drawn: its warm-up part in the folder's language (the English label picks the style)."""
-    return label.replace("with warm-up", tr("with warm-up")).replace("no warm-up", tr("no warm-up"))
-
-
 def plot_training(losses: dict[str, list[float]], schedules: dict[str, list[float]],
                   chance: float | None = None, window: int = 10):
     """Left: the learning rate at each step, one line per schedule; right: the training loss
-    (moving average), one line per run. Runs whose label starts with "Post" are red, "Pre" blue;
-    labels containing "with warm-up" are dashed."""
+    (moving average), one line per run. Runs whose label starts with "Post" are red, "Pre" blue.
+    A schedule whose rate rises at the start (a warm-up) is dashed, and so is each run whose label
+    ends with that schedule's label ("Pre-LN, with warm-up" and "with warm-up")."""
+    # Told apart by the rates, not by words in the labels, which a translated notebook writes in its language.
+    warm = [label for label, values in schedules.items() if len(values) and values[0] < max(values)]
     fig, (ax_lr, ax_loss) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 2]})
     for label, values in schedules.items():
-        ax_lr.plot(values, "--" if "with" in label else "-", color="0.3", lw=1.8, label=_shown(label))
+        ax_lr.plot(values, "--" if label in warm else "-", color="0.3", lw=1.8, label=label)
     for label, values in losses.items():
         colour = _colour(label, 0)
-        style = "--" if "with warm-up" in label else "-"
+        style = "--" if any(label.endswith(w) for w in warm) else "-"
         values = torch.as_tensor(values, dtype=torch.float64)
-        ax_loss.plot(_smooth(values, window), style, color=colour, lw=1.8, label=_shown(label))
+        ax_loss.plot(_smooth(values, window), style, color=colour, lw=1.8, label=label)
     if chance is not None:
         ax_loss.axhline(chance, color="0.5", lw=1, ls=":")
         ax_loss.text(ax_loss.get_xlim()[1], chance, tr("guessing (ln V) "), ha="right", va="top", fontsize=8,

@@ -30,7 +30,7 @@ def plot_columns(P: torch.Tensor, columns: list[int], ax=None):
         kind = "sin" if c % 2 == 0 else "cos"
         ax.plot(P[:, c], lw=1.6, label=tr("column {c} ({kind}, pair {pair})", c=c, kind=kind, pair=c // 2))
     ax.set_xlabel(tr("position p"))
-    ax.set_ylabel("P[p, column]")
+    ax.set_ylabel(tr("P[p, column]"))
     ax.set_ylim(-1.15, 1.15)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
     ax.set_title(tr("each column is a wave; the wavelength grows with the pair index"))
@@ -63,7 +63,8 @@ def plot_row_change(moved: torch.Tensor, train_len: int, ax=None):
     ax.text(train_len - 0.3, ax.get_ylim()[1] * 0.9,
             tr(" positions >= {train_len}: never in a training sequence", train_len=train_len), fontsize=9, va="top")
     ax.set_xlabel(tr("position p"))
-    ax.set_ylabel(r"$\|E_p^{after} - E_p^{before}\|$")
+    # mathtext has no CJK glyphs: a translation writes its words outside the $...$
+    ax.set_ylabel(tr(r"$\|E_p^{{after}} - E_p^{{before}}\|$"))
     ax.set_title(tr("how much training changed each row of the learned position table"))
     return ax
 

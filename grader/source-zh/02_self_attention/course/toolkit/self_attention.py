@@ -73,15 +73,15 @@ def plot_score_distributions(scores: dict[str, torch.Tensor], ax=None, title: st
 
 
 def plot_against_dk(dims: list[int], curves: dict[str, list[float]], ylabel: str, ax=None,
-                    logy: bool = False, title: str | None = None):
-    """One line per entry of `curves` (label -> values, one per d_k), d_k on a log axis."""
+                    logy: bool = False, title: str | None = None, reference: dict[str, list[float]] | None = None):
+    """One line per entry of `curves` (label -> values, one per d_k), d_k on a log axis; `reference`
+    (label -> values) adds dashed grey lines that are no measurement, such as a theory's."""
     if ax is None:
         _, ax = plt.subplots(figsize=(4.5, 3.2))
     for label, values in curves.items():
-        if "theory" in label:  # a reference line, not a measurement
-            ax.plot(dims, values, linestyle="--", color="grey", label=label)
-        else:
-            ax.plot(dims, values, marker="o", markersize=3, label=label)
+        ax.plot(dims, values, marker="o", markersize=3, label=label)
+    for label, values in (reference or {}).items():  # passed apart: a label in any language says nothing
+        ax.plot(dims, values, linestyle="--", color="grey", label=label)
     ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log", base=2)

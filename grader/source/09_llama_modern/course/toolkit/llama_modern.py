@@ -61,7 +61,7 @@ def count_parameters(model: nn.Module) -> int:
 
 
 def train_addition(model: nn.Module, task, steps: int, batch_size: int, lr: float, device: torch.device,
-                   desc: str = "training", eval_every: int = 100, warmup: int = 50) -> dict:
+                   desc: str = tr("training"), eval_every: int = 100, warmup: int = 50) -> dict:
     """Train a causal language model on an AdditionTask (AdamW; the learning rate rises linearly for
     `warmup` steps, then stays at lr; cross-entropy on the answer digits only); measure held-out exact
     match every `eval_every` steps.
