@@ -144,7 +144,7 @@ def stage(course: CourseDir, submission: Submission, released: dict[str, nbforma
     is staged as the released notebook with the reason, so the gradebook records zero, not an old score."""
     if submission.set_aside:  # a second notebook of one chapter: nothing to stage
         return
-    with one_submission(submission, "identify"):
+    with one_submission(submission, shown("identify")):
         submission.chapter, rule = identify_with_rule(submission.path)
         if rule:
             submission.notes.append(rule)
@@ -152,7 +152,7 @@ def stage(course: CourseDir, submission: Submission, released: dict[str, nbforma
         return
     release = released[submission.chapter.assignment]
     if not submission.error:
-        with one_submission(submission, "read"):
+        with one_submission(submission, shown("read")):
             nb, release = _learner_notebook(submission, release)
             submission.notes += bound_saved_outputs(nb)
             submission.cells = job_cells(nb, release, rerun_all)
@@ -307,16 +307,16 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
     def recorded(sub: Submission, verdict: Verdict | None) -> None:
         sub.verdict = verdict
         with book.recording(sub.student):
-            with one_submission(sub, "record the grade of"):
+            with one_submission(sub, shown("record the grade of")):
                 return record(course, api, sub)
             # nbgrader could not record the learner's notebook: the release is recorded instead, a zero
             # with the reason (a row, where zeroing an old one could find none)
-            with one_submission(sub, "record even a zero for"):
+            with one_submission(sub, shown("record even a zero for")):
                 sub.verdict, sub.cells = None, job_cells(released[sub.chapter.assignment],
                                                          released[sub.chapter.assignment])
                 _write_staged(course, sub, released[sub.chapter.assignment])
                 return record(course, api, sub)
-            with one_submission(sub, "zero the grade of"):
+            with one_submission(sub, shown("zero the grade of")):
                 zero_grades(course, sub)
 
     for sub in staged:

@@ -45,7 +45,7 @@ MAX_DEPTH = 3  # a message, a label inside it, a label inside that
 # writes it, and the feedback shows it again, from the class's source notebook.
 HIDDEN_TEST_LINE = re.compile(r"^# Hidden tests for `(?P<name>\w+)` run here when your notebook is graded "
                               r"\((?P<points>[\d.]+) points?\)\.$", re.MULTILINE)
-HIDDEN_TEST_TRANSLATED = {"zh": "# 批改你的 notebook 时，`{name}` 的隐藏测试在这里运行（{points} 分）。"}
+HIDDEN_TEST_TRANSLATED = {"zh": "# 批改你的笔记本时，`{name}` 的隐藏测试在这里运行（{points} 分）。"}
 
 
 # ------------------------------------------------------------------ templates found in the source
