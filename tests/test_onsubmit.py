@@ -175,6 +175,30 @@ def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path,
     assert "Queue: 0 waiting" in overview and "ada" in overview and "ben" in overview
 
 
+def test_a_chinese_notebook_gets_its_page_and_feedback_in_chinese(tmp_path, pool):
+    # the service's page follows the learner's newest graded notebook; the feedback it releases is Chinese
+    from grader.classroom.onsubmit_pages import learner_page
+
+    root, exchange = course(tmp_path, "attempts = 2")
+    service = Service(root, exchange, pool)
+    first = submit(exchange, "cai", samples.partly_wrong(CHAPTER.edition("zh"), mistakes=1))
+    service.step()
+    [cai] = service.ledger.of("cai")
+    assert cai.lang == "zh" and cai.status == GRADED
+    page = learner_page(service.ledger, "cai", "/services/grading/")
+    assert "cai 的提交" in page and "已批改" in page and "批改你的" not in page
+    assert "Your submissions" not in page and "what the checks found" not in page
+    assert "未通过" in cai.checks[0]["error"] or any("未通过" in (c.get("error") or "") for c in cai.checks)
+    assert "未通过" in released_feedback(exchange, first).read_text()
+    for _ in range(2):  # two more: the third is refused, and says so in Chinese
+        submit(exchange, "cai", samples.reference(CHAPTER.edition("zh")))
+        service.step()
+    page = learner_page(service.ledger, "cai", "/services/grading/")
+    assert "这一章允许提交 2 次，你已用了 2 次" in page and "已拒绝" in page
+    english = learner_page(service.ledger, "ada", "/services/grading/")  # nothing graded yet: English
+    assert "No submissions yet" in english
+
+
 def test_a_submission_that_cannot_be_graded_gets_its_zero_and_reason(tmp_path, pool):
     root, exchange = course(tmp_path, "")
     service = Service(root, exchange, pool)

@@ -24,7 +24,7 @@ import nbformat
 from grader.boundary import seeds
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool, load_checks
-from grader.boundary.score import shown
+from grader.boundary.score import FAILED, NO_CREDIT, shown
 from grader.boundary.unit import Job, Verdict
 from grader.chapters import CHAPTERS, LANGUAGES, Chapter, exercise_of, is_answer_cell, is_test_cell
 from grader.classroom import locks, skipping
@@ -62,10 +62,19 @@ def _test_ids(chapter: Chapter) -> dict[str, float]:
     return {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"] for c in nb.cells if is_test_cell(c)}
 
 
+def _failing_marks() -> tuple[str, ...]:
+    """How a report line that failed starts, in each edition ("FAIL", "no credit:"; "未通过", ...)."""
+    marks = []
+    for lang in ("en", *LANGUAGES):
+        book = phrasebook(lang)
+        marks += [book.say(FAILED, check="\0", why="\0"), book.say(NO_CREDIT, reason="\0")]
+    return tuple(mark.split("\0")[0].strip() for mark in marks)
+
+
 def _cell_error(outputs: list) -> str | None:
-    """What a graded cell said went wrong: the FAIL lines of the report and any exception."""
+    """What a graded cell said went wrong: the failing lines of the report and any exception."""
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("FAIL", "no credit"))]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(_failing_marks())]
     for o in outputs:
         if o.get("output_type") == "error" and not any(o.get("evalue", "") in ln for ln in lines):
             lines.append(ANSI.sub("", f"{o.get('ename')}: {o.get('evalue')}"))

@@ -45,6 +45,7 @@ class Entry:
     counted: bool = False  # the attempt the gradebook holds
     seen_at: str = ""
     graded_at: str | None = None
+    lang: str = "en"  # the edition of the notebook graded: its page is in that language
 
     @property
     def key(self) -> str:

@@ -22,6 +22,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from grader.boundary.score import shown
 from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom.grading import autograde_with
 from grader.classroom.ledger import (
@@ -39,6 +40,7 @@ from grader.classroom.ledger import (
     now,
     parse_inbound,
 )
+from grader.classroom.phrasebook import edition_of
 from grader.classroom.recording import nbgrader_api
 from grader.classroom.submissions import TIMESTAMP_FILE
 from grader.classroom.term import load_term
@@ -46,6 +48,16 @@ from grader.coursedir import COURSE_ID, CourseDir
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")  # a hub user name, safe as a folder name
 
+
+
+def _edition(graded: Path) -> str:
+    """The edition of a graded notebook (its page and feedback speak its language); "en" if unreadable."""
+    import nbformat
+
+    try:
+        return edition_of(nbformat.read(graded, as_version=4))
+    except Exception:  # noqa: BLE001 - a notebook nbgrader could not write stays English
+        return "en"
 
 class Service:
     """The queue and the grading of one class; `step()` does one round (tests call it directly)."""
@@ -62,7 +74,7 @@ class Service:
         with self.ledger.lock:  # what a stopped service was grading is graded again
             for entry in self.ledger.entries.values():
                 if entry.status == GRADING:
-                    entry.status, entry.reason = QUEUED, "queued again: the grading service restarted"
+                    entry.status, entry.reason = QUEUED, shown("queued again: the grading service restarted")
             self.ledger.save()
         self.stopping = threading.Event()
 
@@ -86,12 +98,12 @@ class Service:
                 owner = owner_of(path) if self.check_owner else student
                 links = [p.name for p in path.rglob("*") if p.is_symlink()]
                 if not SAFE_NAME.fullmatch(student) or student in (".", ".."):  # it becomes a folder name
-                    entry.status, entry.reason = REFUSED, "not graded: not a learner name the grader accepts"
+                    entry.status, entry.reason = REFUSED, shown("not graded: not a learner name the grader accepts")
                 elif links:  # the grading user could read what a link names (the class's source notebooks)
-                    entry.status, entry.reason = REFUSED, f"not graded: the submission holds links ({links[0]})"
+                    entry.status, entry.reason = REFUSED, shown(f"not graded: the submission holds links ({links[0]})")
                 elif owner != student:
                     entry.status = REFUSED
-                    entry.reason = f"not graded: the folder names {student} but the unix user {owner} wrote it"
+                    entry.reason = shown(f"not graded: the folder names {student} but the unix user {owner} wrote it")
                 else:
                     self._admit(entry, term)
                 self.ledger.entries[entry.id] = entry
@@ -101,16 +113,16 @@ class Service:
 
     def _admit(self, entry: Entry, term) -> None:
         if entry.assignment not in {c.assignment for c in CHAPTERS}:
-            entry.status, entry.reason = HELD, "not a chapter of this course"
+            entry.status, entry.reason = HELD, shown("not a chapter of this course")
             return
         policy = term.submit_policy(entry.assignment)
         due = term.due_for(entry.student, entry.assignment)
         submitted = datetime.fromisoformat(entry.submitted_at)
         if not policy.enabled:
-            entry.status, entry.reason = HELD, "this chapter is graded by your instructor, not on submit"
+            entry.status, entry.reason = HELD, shown("this chapter is graded by your instructor, not on submit")
             return
         if due is not None and submitted > due and policy.after_due == "hold":
-            entry.status, entry.reason = HELD, "submitted after the due date: your instructor grades it"
+            entry.status, entry.reason = HELD, shown("submitted after the due date: your instructor grades it")
             return
         earlier = [e for e in self.ledger.of(entry.student, entry.assignment) if e.status in ATTEMPTS]
         waiting = [e for e in earlier if e.status == QUEUED]
@@ -118,8 +130,10 @@ class Service:
         used = len(done)
         if policy.attempts is not None and used >= policy.attempts:
             entry.status = REFUSED
-            entry.reason = (f"not graded: {policy.attempts} attempt{'s' if policy.attempts != 1 else ''} allowed "
-                            f"for this chapter, and you have used {used}")
+            entry.reason = (shown(f"not graded: 1 attempt allowed for this chapter, and you have used {used}")
+                            if policy.attempts == 1 else
+                            shown(f"not graded: {policy.attempts} attempts allowed for this chapter, and you have used "
+                                  f"{used}"))
             return
         if done and policy.min_seconds_between:
             last = max(datetime.fromisoformat(e.submitted_at) for e in done)
@@ -127,11 +141,11 @@ class Service:
             if submitted.timestamp() < ready:
                 at = datetime.fromtimestamp(ready, timezone.utc).strftime("%H:%M:%S UTC")
                 entry.status = REFUSED
-                entry.reason = (f"not graded: wait {policy.min_seconds_between / 60:g} min between attempts "
-                                f"(next from {at})")
+                entry.reason = shown(f"not graded: wait {policy.min_seconds_between / 60:g} min between attempts "
+                                     f"(next from {at})")
                 return
         for old in waiting:  # one place in the queue per learner and chapter: the newest submission
-            old.status, old.reason = SUPERSEDED, "replaced in the queue by a newer submission"
+            old.status, old.reason = SUPERSEDED, shown("replaced in the queue by a newer submission")
         entry.status = QUEUED
 
     # ------------------------------------------------------------ grading
@@ -174,7 +188,7 @@ class Service:
         except Exception as err:  # noqa: BLE001 - recorded for these learners; the service goes on
             with self.ledger.lock:
                 for entry in entries:
-                    entry.status, entry.reason = FAILED, f"the grader failed: {type(err).__name__}: {err}"[:500]
+                    entry.status, entry.reason = FAILED, shown(f"the grader failed: {type(err).__name__}: {err}")[:500]
                 self.ledger.save()
             return entries
         by_student = {r["student"]: r for r in results}
@@ -195,13 +209,16 @@ class Service:
                 penalty = float(gb.find_submission(chapter.assignment, entry.student).late_submission_penalty or 0.0)
             except MissingEntry:
                 penalty = 0.0
-        result = result or {"error": "no result for this submission", "score": 0.0, "max_score": None, "tests": {}}
+        result = result or {"error": shown("no result for this submission"), "score": 0.0, "max_score": None,
+                            "tests": {}}
         error = result.get("error") or ""
+        lang = _edition(self.course_dir / "autograded" / entry.student / chapter.assignment / chapter.notebook_name)
         with self.ledger.lock:
             entry.raw_score, entry.penalty, entry.max_score = result["score"], penalty, result["max_score"]
             entry.score = max(0.0, result["score"] - penalty)
             entry.checks = [{"name": name, **test} for name, test in result.get("tests", {}).items()]
             entry.score_only, entry.graded_at = score_only, now().isoformat()
+            entry.lang = lang
             entry.status, entry.reason = (FAILED, error.splitlines()[0][:500]) if error else (GRADED, "")
             if api is not None:
                 self._release(entry, chapter, api)
@@ -218,7 +235,7 @@ class Service:
         entry.feedback = html.name
         outcome = api.release_feedback(chapter.assignment, entry.student)
         if not outcome.get("success"):
-            entry.reason = "feedback not released: " + (outcome.get("error") or "")[-300:]
+            entry.reason = shown(f"feedback not released: {(outcome.get('error') or '')[-300:]}")
 
     def _keep_best(self, chapter, entries: list[Entry], term) -> None:
         """With counts = "best", the gradebook holds each learner's best attempt: when the one just

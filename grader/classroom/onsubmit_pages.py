@@ -6,8 +6,16 @@ from __future__ import annotations
 from datetime import datetime
 from html import escape
 
+from grader.boundary.score import shown
 from grader.chapters import CHAPTERS
 from grader.classroom.ledger import FAILED, GRADED, GRADING, QUEUED, Entry, Ledger
+from grader.classroom.phrasebook import Phrasebook, phrasebook
+
+# What a learner's page says of each status, in their language (the class's page keeps the status names).
+STATUS = {"queued": shown("queued"), "grading": shown("grading"), "graded": shown("graded"), "failed": shown("failed"),
+          "refused": shown("refused"), "held": shown("held"), "superseded": shown("superseded")}
+ENGLISH = phrasebook("en")
+NOTHING_YET = shown("No submissions yet. Submit a chapter from the Assignments panel; it appears here within seconds.")
 
 STYLE = """<style>
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -21,22 +29,28 @@ def _when(iso: str | None) -> str:
     return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M:%S UTC") if iso else ""
 
 
-def _score(entry: Entry) -> str:
+def _score(entry: Entry, book: Phrasebook = ENGLISH) -> str:
     if entry.status not in (GRADED, FAILED) or entry.score is None:
         return ""
     text = f"{entry.score:g} / {entry.max_score or 0:g}"
     if entry.penalty:
-        text += f" (raw {entry.raw_score:g}, late penalty −{entry.penalty:g})"
-    return text + (" · your grade" if entry.counted else "")
+        text += book.say(shown(" (raw {raw:g}, late penalty −{penalty:g})"), raw=entry.raw_score, penalty=entry.penalty)
+    return text + (book.say(shown(" · your grade")) if entry.counted else "")
 
 
-def _checks(entry: Entry) -> str:
+def _checks(entry: Entry, book: Phrasebook) -> str:
     if entry.status != GRADED or entry.score_only:
-        return "scores only until the due date" if entry.status == GRADED else ""
+        return escape(book.say(shown("scores only until the due date"))) if entry.status == GRADED else ""
     wrong = [c for c in entry.checks if c.get("score", 0) < c.get("max_score", 0)]
     found = "".join(f'<div class="check">{escape(c["name"].removeprefix("test_"))}: {c["score"]:g} / '
                     f'{c["max_score"]:g} — {escape((c.get("error") or "")[:400])}</div>' for c in wrong)
-    return found or "all checks pass"
+    return found or escape(book.say(shown("all checks pass")))
+
+
+def _language(entries: list[Entry]) -> Phrasebook:
+    """A learner's page speaks the language of the newest notebook of theirs that was graded."""
+    graded = [e for e in entries if e.graded_at]
+    return phrasebook(max(graded, key=lambda e: e.graded_at).lang if graded else "en")
 
 
 def page(title: str, body: str) -> str:
@@ -45,19 +59,31 @@ def page(title: str, body: str) -> str:
 
 
 def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = False) -> str:
-    """The learner's own submissions of each chapter, newest first; nobody else's."""
+    """The learner's own submissions of each chapter, newest first; nobody else's; in the language of
+    their newest graded notebook (grader.classroom.phrasebook)."""
+    entries = ledger.of(student=student)
+    book = _language(entries)
+
+    def say(text: str, **values) -> str:
+        return escape(book.say(text, **values))
+
     rows = []
-    for entry in ledger.of(student=student):
-        link = (f'<a href="{base}feedback/{entry.key}">feedback</a>' if entry.feedback else "")
+    for entry in entries:
+        link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if entry.feedback else "")
+        status = say(STATUS.get(entry.status, entry.status))
         rows.append(f"<tr><td>{escape(entry.assignment)}</td><td>{_when(entry.submitted_at)}</td>"
-                    f'<td class="{entry.status}">{entry.status}</td><td>{escape(_score(entry))}</td>'
-                    f"<td>{escape(entry.reason)}{_checks(entry)}</td><td>{link}</td></tr>")
-    table = ("<table><tr><th>chapter</th><th>submitted</th><th>status</th><th>score (after late penalty)</th>"
-             "<th>what the checks found</th><th></th></tr>" + "".join(rows) + "</table>") if rows else \
-        "<p>No submissions yet. Submit a chapter from the Assignments panel; it appears here within seconds.</p>"
+                    f'<td class="{entry.status}">{status}</td><td>{escape(_score(entry, book))}</td>'
+                    f"<td>{escape(book.text(entry.reason))}{_checks(entry, book)}</td><td>{link}</td></tr>")
+    heads = (shown("chapter"), shown("submitted"), shown("status"), shown("score (after late penalty)"),
+             shown("what the checks found"))
+    table = ("<table><tr>" + "".join(f"<th>{say(h)}</th>" for h in heads) + "<th></th></tr>" + "".join(rows)
+             + "</table>") if rows else \
+        f"<p>{say(NOTHING_YET)}</p>"
     more = f'<p><a href="{base}class">The class</a></p>' if instructor else ""
-    return page("Your submissions", f"<h1>Your submissions, {escape(student)}</h1>{table}"
-                "<p>Your feedback also arrives through Fetch Feedback in the Assignments panel.</p>" + more)
+    return page(book.say(shown("Your submissions")),
+                f"<h1>{say(shown('Your submissions, {student}'), student=student)}</h1>{table}"
+                f"<p>{say(shown('Your feedback also arrives through Fetch Feedback in the Assignments panel.'))}</p>"
+                + more)
 
 
 def class_page(ledger: Ledger) -> str:
