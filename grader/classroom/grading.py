@@ -192,8 +192,8 @@ def edition_release(nb: nbformat.NotebookNode, chapter: Chapter,
     """The release of the edition a learner's notebook says it is (a translation's course/<lang>/,
     which CI keeps equal to nbgrader's release of it), else `release`. Same grade_ids, points and
     hidden tests in every edition: a learner who claims another edition gets its text, not a grade."""
-    lang = nb.metadata.get("course_edition")
-    if not isinstance(lang, str) or lang == "en" or lang not in LANGUAGES:
+    lang = edition_of(nb)
+    if lang == "en":
         return release
     path = chapter.edition(lang).course_notebook
     return nbformat.read(path, as_version=4) if path.is_file() else release

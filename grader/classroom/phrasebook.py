@@ -28,7 +28,7 @@ from pathlib import Path
 
 import polib
 
-from grader.chapters import LANGUAGES, REPO
+from grader.chapters import CHAPTERS, LANGUAGES, REPO
 
 CATALOGUES = REPO / "i18n"
 SPECS = REPO / "grader" / "boundary" / "specs"
@@ -170,8 +170,6 @@ def _marked_modules() -> list[Path]:
 
 def catalogues() -> list[str]:
     """The feedback catalogues: one per chapter with hidden checks (its assignment), and COMMON."""
-    from grader.chapters import CHAPTERS  # lazy: chapters imports nothing of the class, kept that way
-
     return [c.assignment for c in CHAPTERS] + [COMMON]
 
 
@@ -273,8 +271,9 @@ class Phrasebook:
     def __init__(self, table: dict[str, str]):
         self.table = table
         # A template with fields but no words ("{name} {what}") would match anything: exact use only.
-        self.templates = sorted((Template.of(e, t) for e, t in table.items() if FIELD.search(e) and WORD.search(
-            "".join(Template.of(e, t).pieces))), key=lambda t: ("what" not in t.fields, not t.anchored, -t.weight))
+        found = [Template.of(e, t) for e, t in table.items() if FIELD.search(e)]
+        self.templates = sorted((t for t in found if WORD.search("".join(t.pieces))),
+                                key=lambda t: ("what" not in t.fields, not t.anchored, -t.weight))
 
     def text(self, message: str, depth: int = 0) -> str:
         """`message` translated where a template matches it, with the values it carries."""

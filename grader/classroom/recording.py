@@ -139,11 +139,11 @@ def _shown(output, seen: set, book: Phrasebook) -> bool:
         return False
     if kind == "stream" and isinstance(output.get("text"), str):
         prefix = book.say(NO_CREDIT, reason="\0").split("\0")[0]
+        same = book.say(NO_CREDIT, reason=SAME_REASON) + "\n"
         lines = []
         for line in output.text.splitlines(keepends=True):
             reason = line.removeprefix(prefix).rstrip("\n") if line.startswith(prefix) else None
-            same = book.say(NO_CREDIT, reason=SAME_REASON)
-            lines.append(same + "\n" if reason and reason in seen else line)
+            lines.append(same if reason and reason in seen else line)
             seen.add(reason)
         output.text = "".join(lines)
     return True
