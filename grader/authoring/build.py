@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.authoring import figures, i18n
+from grader.authoring import figures, glossary, i18n
 from grader.authoring.bundle import folder_files, support_files
 from grader.authoring.corpus import generated_files
 from grader.authoring.text import filled_by, read_text_source
@@ -137,8 +137,9 @@ def source_files(chapter: Chapter) -> dict[str, bytes]:
     the source notebook, every other file of chapters/NN_<name>/ (figures, data), the data the build
     writes (grader.authoring.corpus) and the `course` and `solutions` modules the notebook imports
     (grader.authoring.bundle). A translated edition (grader/source-<lang>/) differs in the notebook's
-    text, its figures (grader.authoring.figures), the font it carries and the translations of its
-    `course` modules' messages (course/messages.json, which course.tr reads); raises
+    text, its figures (grader.authoring.figures), the font it carries, the translations of its
+    `course` modules' messages (course/messages.json, which course.tr reads) and the edition's
+    glossary (GLOSSARY.md, grader.authoring.glossary); raises
     i18n.IncompleteTranslation while a catalogue lacks a unit it needs or a figure is not drawn."""
     notebook = build_source_notebook(chapter.edition("en"))
     if chapter.lang != "en":
@@ -146,7 +147,7 @@ def source_files(chapter: Chapter) -> dict[str, bytes]:
     wanted = {chapter.notebook_name: _render(notebook).encode()}
     for rel, path in folder_files(chapter.chapter_dir).items():
         if path != chapter.text_source:
-            if rel == chapter.notebook_name or rel.split("/")[0] in RELEASE_PACKAGES:
+            if rel in (chapter.notebook_name, glossary.FILE) or rel.split("/")[0] in RELEASE_PACKAGES:
                 raise ValueError(f"{path}: the build writes this name; authored files may not use it")
             wanted[rel] = path.read_bytes()
     if chapter.lang != "en":  # the edition's figures under the same names: the links stay as they are
@@ -160,6 +161,7 @@ def source_files(chapter: Chapter) -> dict[str, bytes]:
     if chapter.lang != "en":
         carried = [rel for rel in support if rel.startswith("course/") and rel.endswith(".py")]
         wanted[i18n.MESSAGES_FILE] = i18n.messages_file(carried, chapter.lang)
+        wanted[glossary.FILE] = glossary.learner_page(chapter.lang).encode()  # the chapter's opening links it
     return dict(sorted(wanted.items()))
 
 

@@ -4,8 +4,8 @@ whose legend says 缩放 / 不缩放).
 
 What an edition shows is read from its source, not from a run: every string in its code cells (an
 f-string with its conditional parts spelled out, `{'有' if warmup else '无'}` giving both), the texts
-its figure script draws, and the messages of the `course` modules (templates: `{field}` matches
-anything). A quote (“…”, 「…」, ‘…’, "…", '…', or a code span `…` that is not Python) is a label when
+its figure script draws, and the messages of the `course` modules (templates: a `{field}` matches
+one word). A quote (“…”, 「…」, ‘…’, "…", '…', or a code span `…` that is not Python) is a label when
 it is one of those texts, or a part of one between commas, colons or brackets ("LLaMA, 4 kv heads"). For each
 markdown cell and docstring, the translation must quote at least as many labels of its own edition
 as the English quotes of the English edition; a label of the English edition quoted (or named at
