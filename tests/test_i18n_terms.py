@@ -63,5 +63,5 @@ def test_every_chapter_folder_carries_the_glossary_fresh_and_links_it(lang):
             assert path.is_file() and path.read_bytes() == page, \
                 f"{path}: not the glossary of i18n/{lang}/glossary.md (grader build && grader release --write)"
         opening = nbformat.read(edition.course_notebook, as_version=4).cells[0].source
-        assert f"]({glossary.FILE})" in opening, f"{edition.course_notebook}: the opening cell does not link the glossary"
+        assert f"]({glossary.FILE})" in opening, f"{edition.course_notebook}: the opening does not link the glossary"
     assert not (find_chapter("01").course_dir / glossary.FILE).exists(), "the English folders carry none"
