@@ -6,7 +6,7 @@ import pytest
 import torch
 from matplotlib.collections import QuadMesh
 
-from course.toolkit import decoder_masking, multi_head_attention, self_attention
+from course.toolkit import add_and_norm, decoder_masking, multi_head_attention, self_attention
 
 
 def heatmap_values(ax) -> np.ndarray:
@@ -51,3 +51,17 @@ def test_score_distributions_draw_one_curve_per_entry():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["q.k", "q.k / sqrt(d_k)"]
     spreads = [np.ptp(c.get_paths()[0].vertices[:, 0]) for c in ax.collections]
     assert spreads[0] > 4 * spreads[1]  # the unscaled scores spread far wider
+
+
+def test_the_chance_line_is_named_clear_of_the_curves():
+    # 05: the Post-LN run without warm-up stalls on the chance line; a label inside the axes sat on it
+    stalled = [2.3] * 150
+    fig = add_and_norm.plot_training({"Post-LN, no warm-up": stalled}, {"no warm-up": [1e-2] * 150},
+                                     chance=2.3)
+    ax = fig.axes[1]
+    (label,) = [t for t in ax.texts if t.get_text().startswith("guessing")]
+    renderer = fig.canvas.get_renderer()
+    box, plot = label.get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert box.x0 >= plot.x1, "the label is drawn inside the axes, on the curves"
+    assert box.y0 < ax.transData.transform((0, 2.3))[1] < box.y1, "the label is level with its line"
+
