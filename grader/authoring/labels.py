@@ -39,7 +39,7 @@ PARTS = re.compile(r"[,，:：;；()（）\n]")  # a label may name one part of 
 
 @dataclass(frozen=True)
 class Shown:
-    """The texts an edition prints or draws, as patterns (a computed part matches any text)."""
+    """The texts an edition prints or draws, as patterns (a computed part matches one word)."""
     patterns: tuple[re.Pattern, ...]
 
     def has(self, label: str) -> bool:
