@@ -200,22 +200,16 @@ class Service:
         return entries
 
     def _record(self, entry: Entry, result: dict | None, chapter, api, score_only: bool) -> None:
-        """The automatic part of the score (written answers are graded by hand later), less the late
-        penalty nbgrader recorded for it (grader.classroom.term)."""
-        from nbgrader.api import Gradebook, MissingEntry
-
-        with Gradebook(CourseDir(self.course_dir, [chapter], timeout=self.timeout).db_url) as gb:
-            try:
-                penalty = float(gb.find_submission(chapter.assignment, entry.student).late_submission_penalty or 0.0)
-            except MissingEntry:
-                penalty = 0.0
+        """The course's one total (grader.classroom.total, as grading.result_of reads it): written answers
+        not yet graded by hand are pending, the late penalty the course's rule."""
         result = result or {"error": shown("no result for this submission"), "score": 0.0, "max_score": None,
                             "tests": {}}
         error = result.get("error") or ""
         lang = _edition(self.course_dir / "autograded" / entry.student / chapter.assignment / chapter.notebook_name)
         with self.ledger.lock:
-            entry.raw_score, entry.penalty, entry.max_score = result["score"], penalty, result["max_score"]
-            entry.score = max(0.0, result["score"] - penalty)
+            entry.raw_score, entry.penalty = result.get("raw_score", result["score"]), result.get("penalty", 0.0)
+            entry.score, entry.max_score = result["score"], result["max_score"]
+            entry.pending = [g for g, w in result.get("written", {}).items() if w["state"] == "pending"]
             entry.checks = [{"name": name, **test} for name, test in result.get("tests", {}).items()]
             entry.score_only, entry.graded_at = score_only, now().isoformat()
             entry.lang = lang
