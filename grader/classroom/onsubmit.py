@@ -43,7 +43,8 @@ from grader.classroom.ledger import (
 from grader.classroom.phrasebook import edition_of
 from grader.classroom.recording import nbgrader_api
 from grader.classroom.submissions import TIMESTAMP_FILE
-from grader.classroom.term import load_term
+from grader.classroom.term import WAITING, PolicyFile
+from grader.classroom.total import course_totals
 from grader.coursedir import COURSE_ID, CourseDir
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")  # a hub user name, safe as a folder name
@@ -77,9 +78,15 @@ class Service:
                     entry.status, entry.reason = QUEUED, shown("queued again: the grading service restarted")
             self.ledger.save()
         self.stopping = threading.Event()
+        self.policy = PolicyFile(self.course_dir, term_file)
 
     def term(self):
-        return load_term(self.course_dir, self.term_file)
+        return self.policy.current()  # None while term.toml has an error (grader.classroom.term.PolicyFile)
+
+    def totals(self) -> dict:
+        """The gradebook's totals (grader.classroom.total) the pages show, by the term's late policy."""
+        term = self.term()
+        return course_totals(self.course_dir, term.policy) if term else {}
 
     # ------------------------------------------------------------ the queue
     def scan(self) -> list[Entry]:
@@ -87,6 +94,11 @@ class Service:
         if not self.inbound.is_dir():
             return []
         term, added = self.term(), []
+        for entry in [e for e in self.ledger.of() if e.reason == WAITING] if term else []:
+            with self.ledger.lock:
+                entry.reason = ""
+                self._admit(entry, term)
+                self.ledger.save()
         new = [p for p in self.inbound.iterdir() if p.is_dir() and p.name not in self.ledger.entries]
         parsed = [(p, parse_inbound(p.name)) for p in new]
         for path, info in sorted((x for x in parsed if x[1]), key=lambda x: x[1][2]):
@@ -104,6 +116,8 @@ class Service:
                 elif owner != student:
                     entry.status = REFUSED
                     entry.reason = shown(f"not graded: the folder names {student} but the unix user {owner} wrote it")
+                elif term is None:
+                    entry.reason = WAITING  # queued, admitted once the term file is fixed
                 else:
                     self._admit(entry, term)
                 self.ledger.entries[entry.id] = entry
@@ -156,6 +170,8 @@ class Service:
         if not queued:
             return []
         term = self.term()
+        if term is None:
+            return []
         batches: dict[tuple[str, bool], list[Entry]] = {}
         for entry in sorted(queued, key=lambda e: e.submitted_at):
             due = term.due_for(entry.student, entry.assignment)

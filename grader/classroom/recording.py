@@ -298,6 +298,7 @@ def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict
     if not aligned:
         reason = shown("the notebook's cells changed between staging and grading")
     book = phrasebook(edition_of(nb), chapter.assignment)
+    said = None  # what Python said when a learner's cell failed, since the last test cell
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -305,12 +306,28 @@ def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict
         exercise = exercise_of(cell)
         message = verdict.cells.get(index) if aligned else None
         if exercise is not None:
-            cell.outputs = test_outputs(chapter, exercise, float(cell.metadata.nbgrader.get("points", 0)), message,
-                                        reason, book)
+            cell.outputs = test_outputs(chapter, exercise, float(cell.metadata.nbgrader.get("points", 0)),
+                                        _python_said(message, said), reason, book)
+            said = None
         elif message is None and aligned and "saved" in cells[index]:
             cell.outputs = saved_outputs(cells[index]["saved"], book)
         else:
             cell.outputs = _clean_outputs(message.get("outputs")) if message else []
+            failed = [o for o in cell.outputs if o.get("output_type") == "error"]
+            said = f"{failed[-1].get('ename')}: {ANSI.sub('', str(failed[-1].get('evalue')))}"[:300] if failed else said
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+PYTHON_SAID = shown("{reason}: your cell above raised {error}")
+
+
+def _python_said(message: dict | None, said: str | None) -> dict | None:
+    """An exercise its cell never defined (an IndentationError, a NameError in it) says what Python said,
+    not only that the name is missing."""
+    zero = (message or {}).get("zero_reason")
+    if not said or not isinstance(zero, str) or not zero.endswith("is not defined"):
+        return message
+    return {**message, "zero_reason": PYTHON_SAID.format(reason=zero, error=said)}
 
 
 def verdict_file(folder: str | Path, student: str, assignment: str) -> Path:

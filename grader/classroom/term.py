@@ -201,6 +201,31 @@ def load_term(course_dir: str | Path, path: str | Path | None = None, submitted_
     return term
 
 
+WAITING = "waiting: the course's policy file has an error"
+
+
+class PolicyFile:
+    """term.toml as the running grading service reads it, anew each round: while it has an error the
+    service waits (submissions keep their row, marked WAITING), the class page shows `problem`, and the
+    log says it once, not every round."""
+
+    def __init__(self, course_dir: str | Path, path: str | Path | None = None):
+        self.course_dir, self.path, self.problem = course_dir, path, None
+
+    def current(self) -> Term | None:
+        try:
+            term = load_term(self.course_dir, self.path)
+        except ValueError as err:
+            if str(err) != self.problem:
+                print(f"grading service: {err} (submissions wait until it is fixed)", flush=True)
+            self.problem = str(err)
+            return None
+        if self.problem is not None:
+            print("grading service: the term file is fixed; grading the waiting submissions", flush=True)
+        self.problem = None
+        return term
+
+
 def _keep_in(course_dir: Path, path: Path, extensions: str | None) -> None:
     """A term file named on the command line is copied into the course directory (with its
     extensions file), so a later autograde or regrade there applies the same policy without it."""

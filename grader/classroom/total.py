@@ -156,3 +156,17 @@ class SettleTotal(NbGraderPreprocessor):
                 nbgrader["pending"] = True
         resources["course_total"] = total
         return nb, resources
+
+
+def course_totals(course_dir: str | Path, late=None) -> dict[tuple[str, str], Total]:
+    """Every total of a course directory's gradebook (none yet: {}), for the service's pages; `late`: the
+    course's LatePolicy as the service last read it (None: no penalty)."""
+    from grader.classroom.export import require_gradebook
+    from grader.coursedir import database_of
+
+    url = database_of(course_dir)
+    try:
+        require_gradebook(url)
+    except ValueError:  # nothing graded yet
+        return {}
+    return totals(url, late)
