@@ -253,7 +253,7 @@ def test_export_to_the_lms_own_columns_and_a_roster_in_another_encoding(graded, 
     roster = tmp_path / "canvas.csv"
     roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\nAda,1,S1,ada,A\n")
     column = "Self-attention (1234)"  # the Canvas assignment the instructor made, by name and id
-    mapped = export.build(db, [CHAPTER], roster, "canvas", exercises=True,
+    mapped = export.build(db, [CHAPTER], roster, "canvas", exercises=True, pending="partial",  # ada: answers pending
                           columns=export.column_names([f"02={column}"]))
     assert CHAPTER.assignment not in mapped.columns and column in mapped.columns
     assert "Self-attention: softmax" in mapped.columns and mapped.rows[1][column] != ""  # no id: not the chapter's

@@ -419,6 +419,8 @@ def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db
                 released = release_all(course, chapters, cached=fresh)
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
                       book=book)
+            if term is not None:
+                notes += term.unknown_learners({s for s, _ in totals(course.db_url)} | {s.student for s in submissions})
             feedback_and_export(course, chapters, students=feedback_for, score_only=score_only)
             late = term.policy if term is not None else None
             results = [{**result_of(course, sub, late), "student": sub.student,

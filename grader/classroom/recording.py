@@ -99,6 +99,9 @@ MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$([^$\n]+?)\$(?![\w$])", re.S)
 NOT_PROSE = re.compile(r"(<(code|pre|script|style)\b.*?</\2>|<[^>]*>)", re.S)  # code, and any tag's attributes
 
 
+MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
+
+
 def _mathml(page: str) -> str:
     """The maths as MathML, which browsers draw themselves: nbconvert's page loads MathJax from a CDN,
     so offline a learner saw raw `$$...$$`. latex2mathml converts every formula of the course (about
@@ -187,7 +190,9 @@ def feedback_exporter():
                 html = _chrome(html, phrasebook(edition_of(nb)), edition_of(nb))
             html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
             html = TOC_ENTRY.sub(r"\1\2</a>", html).replace("</head>", FEEDBACK_CSS, 1)
-            html = html.split("<body", 1)[0] + _mathml("<body" + html.split("<body", 1)[1])
+            head, body = html.split("<body", 1)
+            maths = _mathml("<body" + body)
+            html = (MATHJAX.sub("", head) if maths != "<body" + body else head) + maths  # MathML: no CDN script
             return FOCUSABLE.sub(r'\1 tabindex="0"', html), resources
 
     return FeedbackHTMLExporter

@@ -106,6 +106,19 @@ class Term:
         """The learner's due date for a chapter: their extension, else the chapter's (None: no due date)."""
         return self.extensions.get((student, assignment), self.due.get(assignment))
 
+    def unknown_learners(self, known: set[str]) -> list[str]:
+        """A warning for each extension naming no learner of the class (a typo would silently grant
+        nothing), with the class's nearest names."""
+        import difflib
+
+        warnings = []
+        for student, assignment in sorted(self.extensions):
+            if student not in known:
+                near = difflib.get_close_matches(student, sorted(known), n=3, cutoff=0.6)
+                warnings.append(f"warning: an extension of {assignment} names {student!r}, who is no learner of "
+                                f"this class" + (f" (near: {', '.join(near)})" if near else ""))
+        return warnings
+
     def configure(self, config) -> None:
         """Point nbgrader's AssignLatePenalties at the course's policy (no policy: no penalty)."""
         config.AssignLatePenalties.plugin_class = LatePenalty
