@@ -162,3 +162,120 @@ def test_exercise_columns_follow_the_chapter_column_without_its_lms_id(graded, t
     assert "Self-attention (1234)" in built.columns
     exercise_columns = [c for c in built.columns if ": " in c]
     assert exercise_columns and all(c.startswith("Self-attention: ") for c in exercise_columns)
+
+
+# ---------------------------------------------------------------- what learners and instructors read
+
+ATTACK = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
+
+
+def _entry(status, **fields):
+    from grader.classroom.ledger import Entry
+
+    stamp = f"2026-11-20T1{len(status)}:00:00+00:00"
+    return Entry(f"ada+{CHAPTER.assignment}+{stamp}+{status}", "ada", CHAPTER.assignment, stamp, status=status,
+                 **fields)
+
+
+def _ledger(tmp_path):
+    from grader.classroom.ledger import GRADED, HELD, REFUSED, Ledger
+
+    long = "FAIL  the output: " + "15 of 15 values differ; " * 40 + "THE DECISIVE LINE " + ATTACK
+    ledger = Ledger(tmp_path)
+    for entry in (_entry(GRADED, score=5.0, raw_score=5.0, max_score=14.0, counted=True, feedback="f.html",
+                         graded_at="2026-11-20T10:00:05+00:00", pending=["written_p"],
+                         checks=[{"name": "test_SelfAttention", "score": 0.0, "max_score": 3.0, "error": long}]),
+                  _entry(REFUSED, reason="not graded: 1 attempt allowed for this chapter, and you have used 1"),
+                  _entry(HELD, reason="this chapter is graded by your instructor, not on submit")):
+        ledger.entries[entry.id] = entry
+    return ledger
+
+
+def test_the_learner_page_shows_every_failing_check_whole_and_the_gradebook_total(tmp_path):
+    from grader.classroom.onsubmit_pages import learner_page
+    from grader.classroom.total import AUTOMATIC, Part, Total
+
+    total = Total("ada", CHAPTER.assignment, auto=8.0, hand=3.0, late_share=0.0, max_score=14.0,
+                  parts=(Part("test_x", AUTOMATIC, 8.0, 8.0), Part("written_p", PENDING, None, 2.0)))
+    page = learner_page(_ledger(tmp_path), "ada", "/s/", totals={("ada", CHAPTER.assignment): total})
+    assert "THE DECISIVE LINE" in page and "<details" in page  # whole, folded
+    assert "11 / 14" in page and "pending" in page  # the gradebook's total (a hand grade given since), not 5
+    assert 'tr class="refused"' in page and 'tr class="held"' in page
+
+
+def test_the_class_page_reads_the_totals_lists_held_and_shows_a_term_error(tmp_path):
+    from grader.classroom.onsubmit_pages import class_page
+    from grader.classroom.total import AUTOMATIC, Part, Total
+
+    batch = Total("ben", CHAPTER.assignment, auto=6.0, hand=0.0, late_share=0.0, max_score=8.0,
+                  parts=(Part("test_x", AUTOMATIC, 6.0, 8.0),))
+    page = class_page(_ledger(tmp_path), {("ben", CHAPTER.assignment): batch}, "/s/", "term.toml: not valid TOML")
+    assert "your grade" not in page and "ben" in page and "6 / 8" in page  # a learner graded in batch
+    assert "held" in page and "refused" in page and "term.toml: not valid TOML" in page
+    assert 'href="/s/feedback/' in page
+
+
+def test_a_script_in_a_check_message_does_not_run_in_chromium(tmp_path):
+    import shutil
+    import subprocess
+
+    from grader.classroom.onsubmit_pages import learner_page
+
+    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no Chromium")
+    path = tmp_path / "page.html"
+    path.write_text(learner_page(_ledger(tmp_path), "ada", "/s/"))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=2000",
+                          "--dump-dom", path.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    assert "THE DECISIVE LINE" in dom and "<details" in dom
+    assert "pwned</title>" not in dom and "<title>Your submissions</title>" in dom
+
+
+def test_a_term_file_error_keeps_the_submission_waiting_on_its_row(tmp_path, capsys):
+    from grader.classroom.ledger import QUEUED
+    from grader.classroom.onsubmit import Service
+    from grader.classroom.term import WAITING
+    from tests.test_onsubmit import course, submit
+
+    root, exchange = course(tmp_path, "")
+    good = (root / "term.toml").read_text()
+    (root / "term.toml").write_text(good + "\nattempts = = 2\n")
+    service = Service(root, exchange, pool=None)
+    submit(exchange, "ada", samples.reference(CHAPTER))
+    for _ in range(3):
+        service.scan()
+        assert service.step() == []
+    [entry] = service.ledger.of("ada")
+    assert entry.reason == WAITING and entry.status == QUEUED
+    assert capsys.readouterr().out.count("not valid TOML") == 1  # logged once, not every round
+    assert service.policy.problem and service.totals() == {}
+    (root / "term.toml").write_text(good)
+    service.scan()
+    assert service.ledger.of("ada")[0].reason == "" and service.ledger.of("ada")[0].status == QUEUED
+
+
+def test_an_extension_for_nobody_in_the_class_is_warned_about_with_near_names():
+    from grader.classroom.term import Term
+
+    term = Term(extensions={("lerner4", CHAPTER.assignment): datetime(2026, 12, 1)})
+    [warning] = term.unknown_learners({"learner4", "ada"})
+    assert "'lerner4'" in warning and "learner4" in warning.split("near:")[1]
+    assert Term(extensions={("ada", CHAPTER.assignment): datetime(2026, 12, 1)}).unknown_learners({"ada"}) == []
+
+
+def test_an_exercise_its_cell_never_defined_says_what_python_said():
+    from grader.boundary.unit import Verdict
+    from grader.classroom.recording import fill
+
+    nb = samples.released(CHAPTER)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    test = next(i for i in code if nb.cells[i].metadata.get("nbgrader", {}).get("grade_id") == "test_SelfAttention")
+    before = max(i for i in code if i < test)
+    error = {"output_type": "error", "ename": "IndentationError", "evalue": "unexpected indent (line 3)",
+             "traceback": []}
+    verdict = Verdict(cells={before: {"outputs": [error]},
+                             test: {"passed": [], "failed": [], "zero_reason": "`SelfAttention` is not defined"}})
+    fill(nb, CHAPTER, [{"kind": "code"}] * len(nb.cells), verdict)
+    said = "".join(o.get("text", "") for o in nb.cells[test].outputs)
+    assert "`SelfAttention` is not defined" in said and "IndentationError: unexpected indent (line 3)" in said

@@ -94,10 +94,12 @@ class Service:
         if not self.inbound.is_dir():
             return []
         term, added = self.term(), []
-        for entry in [e for e in self.ledger.of() if e.reason == WAITING] if term else []:
-            with self.ledger.lock:
+        for entry in reversed([e for e in self.ledger.of() if e.reason == WAITING] if term else []):
+            with self.ledger.lock:  # admitted as if new, oldest first
                 entry.reason = ""
+                del self.ledger.entries[entry.id]
                 self._admit(entry, term)
+                self.ledger.entries[entry.id] = entry
                 self.ledger.save()
         new = [p for p in self.inbound.iterdir() if p.is_dir() and p.name not in self.ledger.entries]
         parsed = [(p, parse_inbound(p.name)) for p in new]
