@@ -61,6 +61,9 @@ def test_an_answer_nobody_graded_is_pending_and_the_penalty_is_a_share_of_the_to
         after = chapter_total(gb, "ada", "a", late)
         assert after.complete and after.raw == 7.5
         assert after.penalty == pytest.approx(1.5)  # the same 20%, now of automatic and hand-graded points
+        grade.needs_manual_grade = True  # nbgrader's flag on a re-autograde: not graded for this answer
+        gb.db.commit()
+        assert chapter_total(gb, "ada", "a", late).pending == ("written_p",)
 
 
 def _hand_grade(course, student, score=None, comment="clear and right"):
