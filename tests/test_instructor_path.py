@@ -71,7 +71,10 @@ def test_hand_grade_resubmit_regrade_export_one_total(tmp_path):
     ada, ben = found[("ada", CHAPTER.assignment)], found[("ben", CHAPTER.assignment)]
     assert ada.complete and ada.penalty == pytest.approx(0.2 * ada.raw) and ada.hand > 0  # a share of all points
     assert ben.pending == (answer.metadata.nbgrader["grade_id"],) and ben.penalty == 0
-    assert "to grade by hand" not in summary and "0 of 2 learner(s) changed" in regrade
+    lines = {line.split()[0]: line for line in summary.splitlines()[2:4]}
+    assert "to grade by hand" not in summary and "pending" not in lines["ada"]
+    assert "1 written answer pending" in lines["ben"]
+    assert "0 of 2 learner(s) changed" in regrade
     rows = {r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())}
     assert float(rows["ada"]["score"]) == ada.score and float(rows["ben"]["score"]) == ben.score
     canvas = {r["SIS Login ID"]: r for r in csv.DictReader((course / "canvas-grades.csv").open())}

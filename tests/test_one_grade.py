@@ -118,7 +118,9 @@ def test_a_changed_answer_is_pending_again_and_an_unchanged_one_keeps_its_grade(
     nb = nbformat.read(course / "autograded" / "ben" / CHAPTER.assignment / CHAPTER.notebook_name, as_version=4)
     shown = [c.source for c in nb.cells if c.metadata.get(MARK) == first and "Earlier hand grades" in c.source]
     assert shown and "good" in shown[0]  # the grader sees it in Formgrader
-    assert "to grade by hand" not in graded["summary"].split("\n")[2]  # ada: nothing to grade again
+    ada_line, ben_line = graded["summary"].split("\n")[2:4]
+    assert ada_line.startswith("ada") and "to grade by hand" not in ada_line and "pending" not in ada_line
+    assert ben_line.startswith("ben") and "1 written answer pending" in ben_line  # nothing else to grade again
 
 
 def test_a_regrade_never_ungrades_a_hand_grade(graded):
