@@ -39,10 +39,18 @@ c.Execute.interrupt_on_timeout = True
 c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.Execute", "grader.classroom.written.AddRubrics", "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
-    "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
-    "nbgrader.preprocessors.CheckCellMetadata"]
-c.GenerateFeedback.preprocessors = ["grader.classroom.written.DropRubrics", "nbgrader.preprocessors.GetGrades",
+    "nbgrader.preprocessors.SaveAutoGrades", "grader.classroom.handgrades.BindHandGrades",
+    "nbgrader.preprocessors.AssignLatePenalties", "nbgrader.preprocessors.CheckCellMetadata"]
+# A hand grade belongs to the answer text it graded (grader.classroom.handgrades).
+c.BindHandGrades.folder = {hand_grades!r}
+# Feedback, also from Formgrader's button: the course's page (figures inside, maths as MathML, exercise
+# names) and the course's one total (grader.classroom.total: late penalty, pending written answers).
+c.GenerateFeedback.preprocessors = ["grader.classroom.written.DropRubrics", "grader.classroom.total.SettleTotal",
+                                    "nbgrader.preprocessors.GetGrades",
                                     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
+c.SettleTotal.root = {root!r}
+from grader.classroom.recording import feedback_exporter  # noqa: E402
+c.GenerateFeedback.exporter_class = feedback_exporter()
 """
 
 
@@ -111,6 +119,7 @@ class CourseDir:
         code_stub, text_stub = STUBS[langs.pop() if len(langs) == 1 else "en"]  # one edition per class
         _write_if_changed(self.root / "nbgrader_config.py",
                           CONFIG.format(root=str(self.root), course_id=COURSE_ID, db_url=self.db_url,
+                                        hand_grades=str(self.root / "hand-grades"),
                                         timeout=timeout, code_stub=code_stub, text_stub=text_stub).encode())
         for chapter in chapters:
             sync_folder(chapter.source_dir, self.root / "source" / chapter.assignment)

@@ -15,6 +15,7 @@ from grader.boundary import seeds
 from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom.grading import autograde_class
+from grader.classroom.written import written
 from tests.helpers import adversarial_expected
 
 
@@ -91,7 +92,8 @@ def test_grade_json_contract(tmp_path):
     total = sum(points(chapter).values())
     assert [r["notebook"] for r in results] == paths
     assert [r["score"] for r in results] == [total, 0, 0]
-    assert all(r["max_score"] == total for r in results)
+    hand = sum(item.points for item in written(chapter.name).values())  # written answers: graded by hand
+    assert all(r["max_score"] == total + hand for r in results)
     for r in results:
         assert set(r["tests"]) == {f"test_{n}" for n in points(chapter)}
         for t in r["tests"].values():

@@ -168,7 +168,7 @@ def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path,
     wrong = samples.wrong_variants(CHAPTER)[0].exercise
     mine = learner_page(service.ledger, "ada", "/services/grading/")
     [ada] = service.ledger.of("ada")
-    assert "Your submissions, ada" in mine and f"{ada.score:g} / {TOTAL:g}" in mine and wrong in mine
+    assert "Your submissions, ada" in mine and f"{ada.score:g} / {ada.max_score:g}" in mine and wrong in mine
     assert f"/services/grading/feedback/{ada.key}" in mine
     assert "ben" not in mine and service.ledger.of("ben")[0].key not in mine
     overview = class_page(service.ledger)

@@ -16,15 +16,21 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.chapters import Chapter, find_chapter
+from grader.classroom.csvsafe import write_rows
 from grader.classroom.locks import sqlite_path
+from grader.classroom.total import chapter_total
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_COLUMNS = ["First name", "Last name", "Username", "ID number", "Email address"]
 DEFAULT_MATCH = {"canvas": "SIS Login ID", "moodle": "Username"}
+
+
+PENDING_CHOICES = ("blank", "partial")  # --pending: a chapter with written answers not yet graded by hand
 
 
 @dataclass
@@ -33,14 +39,23 @@ class Export:
     columns: list[str]
     not_in_roster: list[str] = field(default_factory=list)  # students graded but missing from the roster
     no_submission: list[str] = field(default_factory=list)  # roster entries with nothing graded
+    pending: list[str] = field(default_factory=list)  # "student: chapter (n written answers not yet graded)"
+    pending_as: str = "blank"
 
 
-def gradebook_scores(db_url: str, chapters: list[Chapter], exercises: bool) -> tuple[dict, dict]:
-    """student -> {column: score} and column -> points possible, from nbgrader's gradebook."""
+def gradebook_scores(db_url: str, chapters: list[Chapter], exercises: bool, late=None,
+                     pending: str = "blank") -> tuple[dict, dict, list[str]]:
+    """student -> {column: score} and column -> points possible, each chapter's score the course's one
+    total (grader.classroom.total; `late`: the course's LatePolicy); and the learners whose chapter has
+    written answers not yet graded by hand, whose score is left out (`pending` "blank") or written as
+    the points so far ("partial"), never silently."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    if pending not in PENDING_CHOICES:
+        raise ValueError(f"--pending {pending!r}: choose one of {', '.join(PENDING_CHOICES)}")
     scores: dict[str, dict] = {}
     possible: dict[str, float] = {}
+    unfinished = []
     require_gradebook(db_url)
     with Gradebook(db_url) as gb:
         # no chapters named: every chapter the gradebook holds
@@ -52,38 +67,43 @@ def gradebook_scores(db_url: str, chapters: list[Chapter], exercises: bool) -> t
             possible[chapter.assignment] = float(assignment.max_score)
             for sub in assignment.submissions:
                 entry = scores.setdefault(sub.student.id, {})
-                entry[chapter.assignment] = round(max(0.0, sub.score - (sub.late_submission_penalty or 0.0)), 3)
+                total = chapter_total(gb, sub.student.id, chapter.assignment, late)
+                if total.pending:
+                    unfinished.append(f"{sub.student.id}: {chapter.assignment} "
+                                      f"({len(total.pending)} written answer(s) not yet graded)")
+                if total.complete or pending == "partial":
+                    entry[chapter.assignment] = total.score
                 if exercises:
-                    for notebook in sub.notebooks:
-                        for grade in notebook.grades:
-                            column = f"{chapter.assignment}: {grade.name.removeprefix('test_')}"
-                            possible[column] = float(grade.max_score)
-                            entry[column] = round(float(grade.score or 0.0), 3)
-    return scores, possible
+                    for part in total.parts:
+                        column = f"{chapter.assignment}: {part.name.removeprefix('test_')}"
+                        possible[column] = part.max_score
+                        if part.score is not None:
+                            entry[column] = part.score
+    return scores, possible, unfinished
 
 
 COURSE_CSV = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
-              "raw_score", "late_submission_penalty", "score", "max_score"]
+              "raw_score", "late_submission_penalty", "score", "max_score", "pending"]
 
 
-def write_course_csv(gb, path: Path) -> None:
-    """grades.csv: nbgrader's CSV export, except that a chapter a learner never submitted has empty
-    scores (nbgrader writes 0.0, which reads as a graded zero) and fields are quoted where needed."""
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COURSE_CSV)
-        writer.writeheader()
-        for assignment in gb.assignments:
-            submissions = {s.student.id: s for s in assignment.submissions}
-            for student in gb.students:
-                row = {"assignment": assignment.name, "duedate": assignment.duedate or "", "student_id": student.id,
-                       "last_name": student.last_name or "", "first_name": student.first_name or "",
-                       "email": student.email or "", "max_score": assignment.max_score}
-                sub = submissions.get(student.id)
-                if sub is not None:
-                    penalty = sub.late_submission_penalty or 0.0
-                    row.update(timestamp=sub.timestamp or "", raw_score=sub.score, late_submission_penalty=penalty,
-                               score=max(0.0, sub.score - penalty))
-                writer.writerow(row)
+def write_course_csv(gb, path: Path, late=None) -> None:
+    """grades.csv: nbgrader's CSV export with the course's one total (grader.classroom.total; `late`: the
+    course's LatePolicy), except that a chapter a learner never submitted has empty scores (nbgrader
+    writes 0.0, which reads as a graded zero); `pending`: written answers not yet graded by hand."""
+    rows = []
+    for assignment in gb.assignments:
+        submissions = {s.student.id: s for s in assignment.submissions}
+        for student in gb.students:
+            row = {"assignment": assignment.name, "duedate": assignment.duedate or "", "student_id": student.id,
+                   "last_name": student.last_name or "", "first_name": student.first_name or "",
+                   "email": student.email or "", "max_score": assignment.max_score}
+            sub = submissions.get(student.id)
+            total = chapter_total(gb, student.id, assignment.name, late) if sub is not None else None
+            if total is not None:
+                row.update(timestamp=sub.timestamp or "", raw_score=total.raw, late_submission_penalty=total.penalty,
+                           score=total.score, pending=" ".join(total.pending))
+            rows.append(row)
+    write_rows(path, COURSE_CSV, rows)
 
 
 def require_gradebook(db_url: str) -> None:
@@ -132,21 +152,28 @@ def column_names(specs: list[str]) -> dict[str, str]:
     return names
 
 
+LMS_ID = re.compile(r"\s*\(\d+\)$")  # Canvas reads a header's trailing "(1234)" as the assignment's id
+
+
 def _renamed(table: dict, names: dict[str, str]) -> dict:
-    """A chapter's columns (its total and, with --exercises, `<chapter>: <exercise>`) under the LMS's names."""
+    """A chapter's columns (its total and, with --exercises, `<chapter>: <exercise>`) under the LMS's names:
+    an exercise's column takes the chapter's name without its LMS id (else Canvas would import every
+    exercise into the chapter's assignment), e.g. "Self-attention: scaled_scores"."""
     def rename(column: str) -> str:
         chapter, sep, rest = column.partition(": ")
-        return names.get(chapter, chapter) + sep + rest
+        name = names.get(chapter, chapter)
+        return LMS_ID.sub("", name) + sep + rest if sep else name
     return {rename(c): v for c, v in table.items()}
 
 
 def build(db_url: str, chapters: list[Chapter], roster: Path, lms: str, match: str | None = None,
-          exercises: bool = False, columns: dict[str, str] | None = None) -> Export:
+          exercises: bool = False, columns: dict[str, str] | None = None, late=None,
+          pending: str = "blank") -> Export:
     if lms not in DEFAULT_MATCH:
         raise ValueError(f"unknown LMS {lms!r}; known: {', '.join(DEFAULT_MATCH)}")
     match = match or DEFAULT_MATCH[lms]
     learners = read_roster(Path(roster), match)
-    scores, possible = gradebook_scores(db_url, chapters, exercises)
+    scores, possible, unfinished = gradebook_scores(db_url, chapters, exercises, late, pending)
     unknown = set(columns or {}) - set(possible)
     if unknown:
         raise ValueError(f"--column names {', '.join(sorted(unknown))}, which this export does not hold")
@@ -157,7 +184,7 @@ def build(db_url: str, chapters: list[Chapter], roster: Path, lms: str, match: s
     if match not in identity:
         identity = identity + [match]
     grade_columns = list(possible)
-    export = Export(rows=[], columns=identity + grade_columns)
+    export = Export(rows=[], columns=identity + grade_columns, pending=unfinished, pending_as=pending)
     if lms == "canvas":
         export.rows.append({"Student": "Points Possible", **{c: f"{possible[c]:g}" for c in grade_columns}})
     matched = set()
@@ -176,10 +203,7 @@ def build(db_url: str, chapters: list[Chapter], roster: Path, lms: str, match: s
 
 def write(export: Export, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=export.columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(export.rows)
+    write_rows(path, export.columns, export.rows)
 
 
 def summary(export: Export, path: Path) -> str:
@@ -188,4 +212,8 @@ def summary(export: Export, path: Path) -> str:
         lines.append(f"not in the roster (no row written): {', '.join(export.not_in_roster)}")
     if export.no_submission:
         lines.append(f"in the roster with nothing graded (grade left empty): {', '.join(export.no_submission)}")
+    if export.pending:
+        what = ("grade left empty until graded by hand" if export.pending_as == "blank"
+                else "WARNING: the points so far written, the written answers counting nothing")
+        lines.append(f"written answers not yet graded ({what}; --pending): {'; '.join(export.pending)}")
     return "\n".join(lines)

@@ -44,6 +44,7 @@ from grader.classroom.submissions import (
     repair,
     set_aside_duplicates,
 )
+from grader.classroom.total import chapter_total, totals
 from grader.coursedir import CourseDir, database_of
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -229,15 +230,17 @@ def _write_staged(course: CourseDir, submission: Submission, nb: nbformat.Notebo
     nbformat.write(nb, target / submission.chapter.notebook_name)
 
 
-def result_of(course: CourseDir, submission: Submission) -> dict:
-    """The JSON contract: notebook, score, max_score, tests{grade_id: score, max_score, error}."""
-    from nbgrader.api import Gradebook, MissingEntry
+def result_of(course: CourseDir, submission: Submission, late=None) -> dict:
+    """The JSON contract: notebook, score, max_score (grader.classroom.total's: automatic and hand-graded
+    points, less the late penalty by `late`, the course's LatePolicy), raw_score, penalty, complete,
+    tests{grade_id: score, max_score, error}, written{grade_id: score (None: pending), max_score, state}."""
+    from nbgrader.api import Gradebook
 
     chapter = submission.chapter
     expected = _test_ids(chapter) if chapter else {}
     tests = {gid: {"score": 0.0, "max_score": float(points), "error": submission.error}
              for gid, points in expected.items()}
-    written = {}
+    written, total = {}, None
     if chapter and submission.cells:
         graded = course.root / "autograded" / submission.student / chapter.assignment / chapter.notebook_name
         outputs = {}
@@ -245,22 +248,23 @@ def result_of(course: CourseDir, submission: Submission) -> dict:
             nb = nbformat.read(graded, as_version=4)
             outputs = {c.metadata.nbgrader["grade_id"]: c.get("outputs", []) for c in nb.cells if is_test_cell(c)}
         with Gradebook(course.db_url) as gb:
-            try:
-                notebook = gb.find_submission_notebook(chapter.name, chapter.assignment, submission.student)
-                for grade in notebook.grades:
-                    if grade.name not in tests:  # a written answer: a person grades it
-                        written[grade.name] = {"score": grade.manual_score, "max_score": float(grade.max_score)}
-                        continue
-                    score = float(grade.score or 0.0)
-                    error = ((_cell_error(outputs.get(grade.name, [])) or submission.error)
-                             if score < grade.max_score else None)
-                    tests[grade.name] = {"score": score, "max_score": float(grade.max_score), "error": error}
-            except MissingEntry:
+            total = chapter_total(gb, submission.student, chapter.assignment, late)
+            for part in total.parts if total else ():
+                if part.name not in tests:  # a written answer: a person grades it
+                    written[part.name] = {"score": part.score, "max_score": part.max_score, "state": part.state}
+                    continue
+                error = ((_cell_error(outputs.get(part.name, [])) or submission.error)
+                         if part.score < part.max_score else None)
+                tests[part.name] = {"score": part.score, "max_score": part.max_score, "error": error}
+            if total is None:
                 for entry in tests.values():
                     entry["error"] = submission.error or "no grade was recorded for this notebook"
+    raw = round(sum(t["score"] for t in tests.values()), 3)
     result = {"notebook": str(submission.path),
-              "score": round(sum(t["score"] for t in tests.values()), 3),
-              "max_score": round(sum(t["max_score"] for t in tests.values()), 3),
+              "score": total.score if total else raw,
+              "max_score": total.max_score if total else round(sum(t["max_score"] for t in tests.values()), 3),
+              "raw_score": total.raw if total else raw, "penalty": total.penalty if total else 0.0,
+              "complete": total.complete if total else True,
               "tests": tests}
     if written:
         result["written"] = written
@@ -358,7 +362,8 @@ def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: b
 def format_table(results: list[dict]) -> str:
     lines = []
     for r in results:
-        lines.append(f"{r['notebook']}: {r['score']:g} / {r['max_score']:g}")
+        lines.append(f"{r['notebook']}: {r['score']:g} / {r['max_score']:g}"
+                     + ("" if r.get("complete", True) else " so far (written answers pending)"))
         if r.get("error"):
             lines.append(f"  error: {r['error']}")
         for note in r.get("repairs", []):
@@ -369,8 +374,10 @@ def format_table(results: list[dict]) -> str:
                 line += f"   {t['error'][:150]}"
             lines.append(line)
         for gid, w in r.get("written", {}).items():
-            score = "  ?" if w["score"] is None else f"{w['score']:g}"
-            lines.append(f"  {gid:<40} {score:>6} / {w['max_score']:g}   written answer: graded by hand")
+            score = "-" if w["score"] is None else f"{w['score']:g}"
+            what = {"pending": "pending: not yet graded by hand", "unanswered": "no answer written",
+                    "graded": "graded by hand"}[w["state"]]
+            lines.append(f"  {gid:<40} {score:>6} / {w['max_score']:g}   written answer: {what}")
     return "\n".join(lines)
 
 
@@ -412,10 +419,13 @@ def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db
                 released = release_all(course, chapters, cached=fresh)
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
                       book=book)
+            if term is not None:
+                notes += term.unknown_learners({s for s, _ in totals(course.db_url)} | {s.student for s in submissions})
             feedback_and_export(course, chapters, students=feedback_for, score_only=score_only)
-            results = [{**result_of(course, sub), "student": sub.student,
+            late = term.policy if term is not None else None
+            results = [{**result_of(course, sub, late), "student": sub.student,
                         "assignment": sub.chapter.assignment if sub.chapter else None} for sub in submissions]
-            return "\n".join([summary(course, chapters, results), *notes]), results
+            return "\n".join([summary(course, chapters, results, late), *notes]), results
 
 
 def _pool(scheduler: str | None, jobs: int, timeout: int, limits: Limits):
@@ -424,23 +434,15 @@ def _pool(scheduler: str | None, jobs: int, timeout: int, limits: Limits):
     return DaskPool(scheduler, timeout=timeout, limits=limits)
 
 
-def summary(course: CourseDir, chapters: list[Chapter], results: list[dict]) -> str:
-    """The gradebook as nbgrader recorded it, one row per student and chapter, and every problem."""
-    from nbgrader.api import Gradebook, MissingEntry
-
+def summary(course: CourseDir, chapters: list[Chapter], results: list[dict], late=None) -> str:
+    """The gradebook's totals (grader.classroom.total), one row per student and chapter, and every problem."""
     lines = [f"Gradebook {course.db_url}", f"{'student':<12} {'chapter':<26} {'score':>13}"]
-    with Gradebook(course.db_url) as gb:
-        for student in sorted(s.id for s in gb.students):
-            for chapter in chapters:
-                try:
-                    sub = gb.find_submission(chapter.assignment, student)
-                except MissingEntry:
-                    continue
-                late = sub.late_submission_penalty or 0.0  # grader.classroom.term: raw score, penalty and what counts
-                by_hand = sum(g.max_score for nb in sub.notebooks for g in nb.grades if g.needs_manual_grade)
-                lines.append(f"{student:<12} {chapter.assignment:<26} {sub.score:>6g} / {sub.max_score:g}"
-                             + (f"   late penalty -{late:g}: {max(0.0, sub.score - late):g}" if late else "")
-                             + (f"   ({by_hand:g} to grade by hand)" if by_hand else ""))
+    found = totals(course.db_url, late)
+    for student in sorted({s for s, _ in found}):
+        for chapter in chapters:
+            total = found.get((student, chapter.assignment))
+            if total is not None:
+                lines.append(f"{student:<12} {chapter.assignment:<26} {total.text()}")
     problems = [r for r in results if r.get("error") or r.get("repairs")]
     for r in problems:
         reason = r.get("error") or "; ".join(r["repairs"])

@@ -46,6 +46,7 @@ class Entry:
     seen_at: str = ""
     graded_at: str | None = None
     lang: str = "en"  # the edition of the notebook graded: its page is in that language
+    pending: list = field(default_factory=list)  # written answers not yet graded by hand (grader.classroom.total)
 
     @property
     def key(self) -> str:

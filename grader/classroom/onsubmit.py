@@ -43,7 +43,8 @@ from grader.classroom.ledger import (
 from grader.classroom.phrasebook import edition_of
 from grader.classroom.recording import nbgrader_api
 from grader.classroom.submissions import TIMESTAMP_FILE
-from grader.classroom.term import load_term
+from grader.classroom.term import WAITING, PolicyFile
+from grader.classroom.total import course_totals
 from grader.coursedir import COURSE_ID, CourseDir
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")  # a hub user name, safe as a folder name
@@ -77,9 +78,15 @@ class Service:
                     entry.status, entry.reason = QUEUED, shown("queued again: the grading service restarted")
             self.ledger.save()
         self.stopping = threading.Event()
+        self.policy = PolicyFile(self.course_dir, term_file)
 
     def term(self):
-        return load_term(self.course_dir, self.term_file)
+        return self.policy.current()  # None while term.toml has an error (grader.classroom.term.PolicyFile)
+
+    def totals(self) -> dict:
+        """The gradebook's totals (grader.classroom.total) the pages show, by the term's late policy."""
+        term = self.term()
+        return course_totals(self.course_dir, term.policy) if term else {}
 
     # ------------------------------------------------------------ the queue
     def scan(self) -> list[Entry]:
@@ -87,6 +94,13 @@ class Service:
         if not self.inbound.is_dir():
             return []
         term, added = self.term(), []
+        for entry in reversed([e for e in self.ledger.of() if e.reason == WAITING] if term else []):
+            with self.ledger.lock:  # admitted as if new, oldest first
+                entry.reason = ""
+                del self.ledger.entries[entry.id]
+                self._admit(entry, term)
+                self.ledger.entries[entry.id] = entry
+                self.ledger.save()
         new = [p for p in self.inbound.iterdir() if p.is_dir() and p.name not in self.ledger.entries]
         parsed = [(p, parse_inbound(p.name)) for p in new]
         for path, info in sorted((x for x in parsed if x[1]), key=lambda x: x[1][2]):
@@ -104,6 +118,8 @@ class Service:
                 elif owner != student:
                     entry.status = REFUSED
                     entry.reason = shown(f"not graded: the folder names {student} but the unix user {owner} wrote it")
+                elif term is None:
+                    entry.reason = WAITING  # queued, admitted once the term file is fixed
                 else:
                     self._admit(entry, term)
                 self.ledger.entries[entry.id] = entry
@@ -156,6 +172,8 @@ class Service:
         if not queued:
             return []
         term = self.term()
+        if term is None:
+            return []
         batches: dict[tuple[str, bool], list[Entry]] = {}
         for entry in sorted(queued, key=lambda e: e.submitted_at):
             due = term.due_for(entry.student, entry.assignment)
@@ -200,22 +218,16 @@ class Service:
         return entries
 
     def _record(self, entry: Entry, result: dict | None, chapter, api, score_only: bool) -> None:
-        """The automatic part of the score (written answers are graded by hand later), less the late
-        penalty nbgrader recorded for it (grader.classroom.term)."""
-        from nbgrader.api import Gradebook, MissingEntry
-
-        with Gradebook(CourseDir(self.course_dir, [chapter], timeout=self.timeout).db_url) as gb:
-            try:
-                penalty = float(gb.find_submission(chapter.assignment, entry.student).late_submission_penalty or 0.0)
-            except MissingEntry:
-                penalty = 0.0
+        """The course's one total (grader.classroom.total, as grading.result_of reads it): written answers
+        not yet graded by hand are pending, the late penalty the course's rule."""
         result = result or {"error": shown("no result for this submission"), "score": 0.0, "max_score": None,
                             "tests": {}}
         error = result.get("error") or ""
         lang = _edition(self.course_dir / "autograded" / entry.student / chapter.assignment / chapter.notebook_name)
         with self.ledger.lock:
-            entry.raw_score, entry.penalty, entry.max_score = result["score"], penalty, result["max_score"]
-            entry.score = max(0.0, result["score"] - penalty)
+            entry.raw_score, entry.penalty = result.get("raw_score", result["score"]), result.get("penalty", 0.0)
+            entry.score, entry.max_score = result["score"], result["max_score"]
+            entry.pending = [g for g, w in result.get("written", {}).items() if w["state"] == "pending"]
             entry.checks = [{"name": name, **test} for name, test in result.get("tests", {}).items()]
             entry.score_only, entry.graded_at = score_only, now().isoformat()
             entry.lang = lang

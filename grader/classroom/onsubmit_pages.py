@@ -8,7 +8,7 @@ from html import escape
 
 from grader.boundary.score import shown
 from grader.chapters import CHAPTERS
-from grader.classroom.ledger import FAILED, GRADED, GRADING, QUEUED, Entry, Ledger
+from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, Entry, Ledger
 from grader.classroom.phrasebook import Phrasebook, phrasebook
 
 # What a learner's page says of each status, in their language (the class's page keeps the status names).
@@ -22,28 +22,50 @@ body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: .35em .6em; }
 th { background: #f3f3f3; text-align: left; } .graded { color: #176b2c; } .failed, .refused { color: #a4161a; }
 .queued, .grading { color: #8a5a00; } .held, .superseded { color: #666; } .check { font-size: .9em; color: #a4161a; }
+td.refused, td.held { font-weight: bold; } tr.refused, tr.held { background: #fbf3f3; }
+.check { white-space: pre-wrap; overflow-wrap: anywhere; } .problem { border: 2px solid #a4161a; padding: .5em; }
 </style>"""
+FOLD_AT = 300  # characters: a longer check's message folds (<details>), shown whole when opened
 
 
 def _when(iso: str | None) -> str:
     return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M:%S UTC") if iso else ""
 
 
-def _score(entry: Entry, book: Phrasebook = ENGLISH) -> str:
+def _score(entry: Entry, book: Phrasebook = ENGLISH, total=None, learner: bool = True) -> str:
+    """A graded attempt's score; the counted one's is the gradebook's total (grader.classroom.total: it
+    follows hand grades and regrades), when `total` is given."""
     if entry.status not in (GRADED, FAILED) or entry.score is None:
         return ""
-    text = f"{entry.score:g} / {entry.max_score or 0:g}"
-    if entry.penalty:
-        text += book.say(shown(" (raw {raw:g}, late penalty −{penalty:g})"), raw=entry.raw_score, penalty=entry.penalty)
-    return text + (book.say(shown(" · your grade")) if entry.counted else "")
+    if total is not None and entry.counted:
+        score, most, raw, penalty, pending = total.score, total.max_score, total.raw, total.penalty, total.pending
+    else:
+        score, most, raw, penalty, pending = entry.score, entry.max_score, entry.raw_score, entry.penalty, entry.pending
+    text = f"{score:g} / {most or 0:g}"
+    if penalty:
+        text += book.say(shown(" (raw {raw:g}, late penalty −{penalty:g})"), raw=raw, penalty=penalty)
+    if pending:
+        text += book.say(shown(" · {count} written answer(s) pending: not yet graded by hand"), count=len(pending))
+    if entry.counted:
+        text += book.say(shown(" · your grade")) if learner else " · counted"
+    return text
+
+
+def _check(check: dict) -> str:
+    """One failing check, whole: a long message folds, its first line showing."""
+    head = f"{check['name'].removeprefix('test_')}: {check['score']:g} / {check['max_score']:g} — "
+    error = check.get("error") or ""
+    if len(error) <= FOLD_AT:
+        return f'<div class="check">{escape(head + error)}</div>'
+    return (f'<details class="check"><summary>{escape(head + error[:FOLD_AT // 2].rsplit(" ", 1)[0])} …</summary>'
+            f"{escape(error)}</details>")
 
 
 def _checks(entry: Entry, book: Phrasebook) -> str:
     if entry.status != GRADED or entry.score_only:
         return escape(book.say(shown("scores only until the due date"))) if entry.status == GRADED else ""
     wrong = [c for c in entry.checks if c.get("score", 0) < c.get("max_score", 0)]
-    found = "".join(f'<div class="check">{escape(c["name"].removeprefix("test_"))}: {c["score"]:g} / '
-                    f'{c["max_score"]:g} — {escape((c.get("error") or "")[:400])}</div>' for c in wrong)
+    found = "".join(_check(c) for c in wrong)
     return found or escape(book.say(shown("all checks pass")))
 
 
@@ -58,9 +80,10 @@ def page(title: str, body: str) -> str:
            f"<body>{body}</body></html>"
 
 
-def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = False) -> str:
+def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = False, totals: dict | None = None) -> str:
     """The learner's own submissions of each chapter, newest first; nobody else's; in the language of
-    their newest graded notebook (grader.classroom.phrasebook)."""
+    their newest graded notebook (grader.classroom.phrasebook). `totals`: (student, assignment) -> the
+    gradebook's total (grader.classroom.total), which the counted attempt shows."""
     entries = ledger.of(student=student)
     book = _language(entries)
 
@@ -71,8 +94,10 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
     for entry in entries:
         link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if entry.feedback else "")
         status = say(STATUS.get(entry.status, entry.status))
-        rows.append(f"<tr><td>{escape(entry.assignment)}</td><td>{_when(entry.submitted_at)}</td>"
-                    f'<td class="{entry.status}">{status}</td><td>{escape(_score(entry, book))}</td>'
+        score = _score(entry, book, (totals or {}).get((entry.student, entry.assignment)))
+        rows.append(f'<tr class="{entry.status}"><td>{escape(entry.assignment)}</td>'
+                    f"<td>{_when(entry.submitted_at)}</td>"
+                    f'<td class="{entry.status}">{status}</td><td>{escape(score)}</td>'
                     f"<td>{escape(book.text(entry.reason))}{_checks(entry, book)}</td><td>{link}</td></tr>")
     heads = (shown("chapter"), shown("submitted"), shown("status"), shown("score (after late penalty)"),
              shown("what the checks found"))
@@ -86,12 +111,15 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
                 + more)
 
 
-def class_page(ledger: Ledger) -> str:
-    """The instructor's view: the queue, each learner's counted score per chapter, failures."""
-    entries = ledger.of()
+def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", problem: str | None = None) -> str:
+    """The instructor's view: the queue; per learner and chapter the gradebook's total (grader.classroom.total:
+    hand grades, regrades, learners graded in batch), else the counted attempt's score, linked to its
+    feedback; held, refused and failed submissions; `problem`: the term file's error, while it has one."""
+    entries, totals = ledger.of(), totals or {}
     waiting = [e for e in entries if e.status in (QUEUED, GRADING)]
-    students = sorted({e.student for e in entries})
-    chapters = [c.assignment for c in CHAPTERS if any(e.assignment == c.assignment for e in entries)]
+    students = sorted({e.student for e in entries} | {s for s, _ in totals})
+    chapters = [c.assignment for c in CHAPTERS
+                if any(e.assignment == c.assignment for e in entries) or any(a == c.assignment for _, a in totals)]
     head = "".join(f"<th>{escape(a)}</th>" for a in chapters)
     rows = []
     for student in students:
@@ -100,13 +128,20 @@ def class_page(ledger: Ledger) -> str:
             mine = ledger.of(student, assignment)
             counted = next((e for e in mine if e.counted), None)
             latest = mine[0] if mine else None
-            text = _score(counted) if counted else (latest.status if latest else "")
-            cells.append(f"<td>{escape(text)} <small>({len(mine)} submitted)</small></td>" if mine else "<td></td>")
+            total = totals.get((student, assignment))
+            text = total.text() if total else _score(counted, learner=False) if counted else \
+                (latest.status if latest else "")
+            shown_with = next((e for e in [counted, latest] if e is not None and e.feedback), None)
+            link = f' <a href="{base}feedback/{shown_with.key}">feedback</a>' if shown_with else ""
+            count = f" <small>({len(mine)} submitted)</small>" if mine else ""
+            cells.append(f"<td>{escape(text)}{count}{link}</td>")
         rows.append(f"<tr><td>{escape(student)}</td>{''.join(cells)}</tr>")
     failures = "".join(f"<li>{escape(e.student)} · {escape(e.assignment)} · {_when(e.submitted_at)}: "
                        f'<span class="{e.status}">{e.status}</span> {escape(e.reason)}</li>'
-                       for e in entries if e.status in (FAILED, "refused"))
-    return page("The class", f"<h1>The class</h1><p>Queue: {len(waiting)} waiting "
+                       for e in entries if e.status in (FAILED, REFUSED, HELD))
+    warning = (f'<p class="problem">The term file has an error; submissions wait until it is fixed: '
+               f"{escape(problem)}</p>") if problem else ""
+    return page("The class", f"<h1>The class</h1>{warning}<p>Queue: {len(waiting)} waiting "
                 f"({sum(e.status == GRADING for e in waiting)} grading now).</p>"
                 f"<table><tr><th>learner</th>{head}</tr>{''.join(rows)}</table>"
-                f"<h2>Failed or refused</h2><ul>{failures or '<li>none</li>'}</ul>")
+                f"<h2>Held, refused or failed</h2><ul>{failures or '<li>none</li>'}</ul>")

@@ -48,7 +48,7 @@ class Callback(HubOAuthCallbackHandler):
 class Mine(Page):
     @web.authenticated
     def get(self):
-        self.write(learner_page(self.service.ledger, self.name, self.base, self.instructor))
+        self.write(learner_page(self.service.ledger, self.name, self.base, self.instructor, self.service.totals()))
 
 
 class MineJSON(Page):
@@ -75,7 +75,7 @@ class ClassView(Page):
     def get(self):
         if not self.instructor:
             raise web.HTTPError(403, "the class page is for the instructors")
-        self.write(class_page(self.service.ledger))
+        self.write(class_page(self.service.ledger, self.service.totals(), self.base, self.service.policy.problem))
 
 
 def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = None) -> None:

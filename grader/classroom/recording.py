@@ -18,6 +18,7 @@ import sys
 import threading
 import warnings
 from dataclasses import asdict
+from html import escape as html_escape
 from pathlib import Path
 
 import nbformat
@@ -27,10 +28,12 @@ from traitlets import Unicode
 from grader.boundary.score import NO_CREDIT, Result, shown
 from grader.boundary.specs import exercises
 from grader.boundary.unit import Verdict, verdict_from_dict
-from grader.chapters import Chapter, exercise_of, is_test_cell
+from grader.chapters import CHAPTERS, Chapter, exercise_of, is_test_cell
 from grader.classroom.export import write_course_csv
+from grader.classroom.handgrades import FOLDER, BindHandGrades
 from grader.classroom.phrasebook import Phrasebook, edition_of, hidden_test_line, phrasebook
 from grader.classroom.submissions import BadSubmission, Submission
+from grader.classroom.total import SettleTotal, late_policy
 from grader.classroom.written import AddRubrics, DropRubrics
 from grader.coursedir import COURSE_ID, CourseDir
 
@@ -96,6 +99,9 @@ MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$([^$\n]+?)\$(?![\w$])", re.S)
 NOT_PROSE = re.compile(r"(<(code|pre|script|style)\b.*?</\2>|<[^>]*>)", re.S)  # code, and any tag's attributes
 
 
+MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
+
+
 def _mathml(page: str) -> str:
     """The maths as MathML, which browsers draw themselves: nbconvert's page loads MathJax from a CDN,
     so offline a learner saw raw `$$...$$`. latex2mathml converts every formula of the course (about
@@ -152,7 +158,7 @@ def _shown(output, seen: set, book: Phrasebook) -> bool:
 SAME_REASON = shown("the same reason as above")
 
 
-def _feedback_exporter():
+def feedback_exporter():
     """nbconvert's HTML exporter for nbgrader's feedback, less its last pass: re-parsing the finished
     page with BeautifulSoup's pure-Python parser (about three quarters of the time per feedback file)
     only to give images without alt text a default one and make cells focusable, done here on the text."""
@@ -174,18 +180,52 @@ def _feedback_exporter():
             # autograded/<student>/<assignment>
             graded = Path(resources.get("metadata", {}).get("path") or ".").resolve()
             if len(graded.parents) > 2 and (graded.parents[2] / "release" / graded.name).is_dir():
-                resources["metadata"]["path"] = str(graded.parents[2] / "release" / graded.name)
+                resources["metadata"]["path"] = str(figures_of(graded.parents[2] / "release" / graded.name,
+                                                               edition_of(nb)))
             self.register_filter("filter_data_type", WidgetsDataTypeFilter(
                 notebook_metadata=self._nb_metadata, parent=self, resources=resources))
             html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+            html = _pending(html, resources.get("course_total"), phrasebook(edition_of(nb)))
             if edition_of(nb) != "en":
                 html = _chrome(html, phrasebook(edition_of(nb)), edition_of(nb))
             html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
             html = TOC_ENTRY.sub(r"\1\2</a>", html).replace("</head>", FEEDBACK_CSS, 1)
-            html = html.split("<body", 1)[0] + _mathml("<body" + html.split("<body", 1)[1])
+            head, body = html.split("<body", 1)
+            maths = _mathml("<body" + body)
+            html = (MATHJAX.sub("", head) if maths != "<body" + body else head) + maths  # MathML: no CDN script
             return FOCUSABLE.sub(r'\1 tabindex="0"', html), resources
 
     return FeedbackHTMLExporter
+
+
+def figures_of(release: Path, lang: str) -> Path:
+    """Where a feedback page's figures come from: the release, or for a translated notebook its own
+    edition's folder (course/<lang>/<assignment>/, which CI keeps equal to that edition's release)."""
+    chapter = next((c for c in CHAPTERS if c.assignment == release.name), None)
+    if lang != "en" and chapter is not None and chapter.edition(lang).course_dir.is_dir():
+        return chapter.edition(lang).course_dir
+    return release
+
+
+PENDING = shown("pending: not yet graded by hand")
+PENDING_TOTAL = shown("{count} written answer(s) pending: not yet graded by hand")
+
+
+def _pending(page: str, total, book: Phrasebook) -> str:
+    """A written answer nobody graded yet says so, where nbgrader's page says "0.0 / 2.0"; the total
+    (grader.classroom.total) says how many are pending."""
+    if total is None or not total.pending:
+        return page
+    for grade_id in total.pending:
+        name = re.escape(grade_id)
+        say = html_escape(book.say(PENDING))
+        page = re.sub(rf'(<a href="#{name}">[^<]*</a> \()Score: [\d.]+ / ([\d.]+)\)',
+                      lambda m: f"{m[1]}{say} · {m[2]})", page)
+        page = re.sub(rf'(<a name="{name}"></a><div class="panel-heading">.*?<span class="pull-right">\s*)'
+                      rf"Score: [\d.]+ / ([\d.]+)", lambda m: f"{m[1]}{say} · {m[2]}", page, count=1,
+                      flags=re.S)
+    note = html_escape(book.say(PENDING_TOTAL, count=len(total.pending)))
+    return re.sub(r"(<h4>[^<]*\(Score: [^<)]*)\)</h4>", lambda m: f"{m[1]} · {note})</h4>", page, count=1)
 
 
 # ---------------------------------------------------------------- the verdict as the notebook's outputs
@@ -263,6 +303,7 @@ def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict
     if not aligned:
         reason = shown("the notebook's cells changed between staging and grading")
     book = phrasebook(edition_of(nb), chapter.assignment)
+    said = None  # what Python said when a learner's cell failed, since the last test cell
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -270,12 +311,28 @@ def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict
         exercise = exercise_of(cell)
         message = verdict.cells.get(index) if aligned else None
         if exercise is not None:
-            cell.outputs = test_outputs(chapter, exercise, float(cell.metadata.nbgrader.get("points", 0)), message,
-                                        reason, book)
+            cell.outputs = test_outputs(chapter, exercise, float(cell.metadata.nbgrader.get("points", 0)),
+                                        _python_said(message, said), reason, book)
+            said = None
         elif message is None and aligned and "saved" in cells[index]:
             cell.outputs = saved_outputs(cells[index]["saved"], book)
         else:
             cell.outputs = _clean_outputs(message.get("outputs")) if message else []
+            failed = [o for o in cell.outputs if o.get("output_type") == "error"]
+            said = f"{failed[-1].get('ename')}: {ANSI.sub('', str(failed[-1].get('evalue')))}"[:300] if failed else said
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+PYTHON_SAID = shown("{reason}: your cell above raised {error}")
+
+
+def _python_said(message: dict | None, said: str | None) -> dict | None:
+    """An exercise its cell never defined (an IndentationError, a NameError in it) says what Python said,
+    not only that the name is missing."""
+    zero = (message or {}).get("zero_reason")
+    if not said or not isinstance(zero, str) or not zero.endswith("is not defined"):
+        return message
+    return {**message, "zero_reason": PYTHON_SAID.format(reason=zero, error=said)}
 
 
 def verdict_file(folder: str | Path, student: str, assignment: str) -> Path:
@@ -347,11 +404,14 @@ def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchang
         config.Exchange.root = str(exchange)
     config.CourseDirectory.db_url = course.db_url
     config.Autograde.autograde_preprocessors = [FillVerdict, AddRubrics, IgnorePattern, ClearMetadataPreprocessor,
-                                                LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+                                                LimitOutput, SaveAutoGrades, BindHandGrades, AssignLatePenalties,
+                                                CheckCellMetadata]
     config.FillVerdict.folder = str(course.root / VERDICTS)
-    config.GenerateFeedback.preprocessors = [DropRubrics, *([ScoreOnly] if score_only else []), GetGrades,
-                                             CSSHTMLHeaderPreprocessor]
-    config.GenerateFeedback.exporter_class = _feedback_exporter()
+    config.BindHandGrades.folder = str(course.root / FOLDER)
+    config.GenerateFeedback.preprocessors = [DropRubrics, *([ScoreOnly] if score_only else []), SettleTotal,
+                                             GetGrades, CSSHTMLHeaderPreprocessor]
+    config.SettleTotal.root = str(course.root)
+    config.GenerateFeedback.exporter_class = feedback_exporter()
     config.NbGraderAPI.log_level = "ERROR"
     if term is not None:
         term.configure(config)  # the course's late policy, through nbgrader's AssignLatePenalties
@@ -416,4 +476,4 @@ def feedback_and_export(course: CourseDir, chapters: list[Chapter], students: li
                     print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
                           file=sys.stderr)
         with Gradebook(course.db_url) as gb:
-            write_course_csv(gb, course.root / "grades.csv")
+            write_course_csv(gb, course.root / "grades.csv", late_policy(course.root))

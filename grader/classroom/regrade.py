@@ -21,13 +21,15 @@ from grader.classroom.grading import grade_all, release_all
 from grader.classroom.intake import submission
 from grader.classroom.recording import feedback_and_export
 from grader.classroom.report import load_notes
+from grader.classroom.total import chapter_total, late_policy
 from grader.coursedir import CourseDir
 
 HISTORY = "history"
 
 
-def snapshot(course, chapter: Chapter) -> dict[str, dict]:
-    """student -> raw score, penalty and each check's (auto, manual) score, as the gradebook holds them."""
+def snapshot(course, chapter: Chapter, late=None) -> dict[str, dict]:
+    """student -> raw score, penalty and pending written answers (grader.classroom.total's one total, with
+    the course's LatePolicy `late`) and each check's (auto, manual) score, as the gradebook holds them."""
     from nbgrader.api import Gradebook, MissingEntry
 
     scores = {}
@@ -37,9 +39,10 @@ def snapshot(course, chapter: Chapter) -> dict[str, dict]:
         except MissingEntry:
             return {}
         for submission in assignment.submissions:
+            total = chapter_total(gb, submission.student.id, chapter.assignment, late)
             for notebook in submission.notebooks:
                 scores[submission.student.id] = {
-                    "score": float(notebook.score), "penalty": float(notebook.late_submission_penalty or 0.0),
+                    "score": total.raw, "penalty": total.penalty, "pending": list(total.pending),
                     "tests": {g.name: [g.auto_score, g.manual_score] for g in notebook.grades}}
     return scores
 
@@ -76,8 +79,25 @@ def changes(before: dict, after: dict) -> list[dict]:
                        _check_score(new["tests"][t]) if new and t in new["tests"] else None]
                    for t in tests}
         changed = {t: pair for t, pair in changed.items() if pair[0] != pair[1]}
-        rows.append({"student": student, "old": _total(old) if old else None, "new": _total(new), "checks": changed})
+        rows.append({"student": student, "old": _total(old) if old else None, "new": _total(new), "checks": changed,
+                     "why": _why(old, new)})
     return rows
+
+
+def _why(old: dict | None, new: dict | None) -> list[str]:
+    """What moved a total besides its checks: the late penalty, written answers pending or graded."""
+    if not old or not new:
+        return []
+    why = []
+    if old["penalty"] != new["penalty"]:
+        why.append(f"late penalty {old['penalty']:g} -> {new['penalty']:g} (the late share of the points, "
+                   "recomputed: README, One total)")
+    was, now = set(old.get("pending", [])), set(new.get("pending", []))
+    if now - was:
+        why.append(f"pending again, the answer changed since it was graded: {', '.join(sorted(now - was))}")
+    if was - now:
+        why.append(f"graded by hand since: {', '.join(sorted(was - now))}")
+    return why
 
 
 def _history_file(course, chapter: Chapter) -> Path:
@@ -132,8 +152,9 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
         pool.start()
         load_checks([chapter])
         course = CourseDir(root, [chapter], db_url=db_url, timeout=timeout)
+        late = term.policy if term is not None else late_policy(root)
         with locks.shared(course.db_url) as book:  # as autograde: other graders may share the gradebook
-            before = snapshot(course, chapter)
+            before = snapshot(course, chapter, late)
             runs = _load_history(course, chapter)
             run = len(runs) + 1
             _autograded_copy(course, chapter, run)
@@ -141,14 +162,14 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
                 released = release_all(course, [chapter])
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
                       book=book, reuse_secrets=True)
-            regraded = snapshot(course, chapter)
+            regraded = snapshot(course, chapter, late)
             kept = []
             if never_lower:
                 for student, new in regraded.items():
                     if student in before and _total(new) < _total(before[student]):
                         restore(course, chapter, student, before[student])
                         kept.append(student)
-            after = snapshot(course, chapter)
+            after = snapshot(course, chapter, late)
             feedback_and_export(course, [chapter])
         rows = changes(before, regraded)  # what the regrade gave, the kept ones marked
         for row in rows:
@@ -171,7 +192,8 @@ def undo(course_dir: str | Path, chapter: Chapter, db_url: str | None = None) ->
         if not live:
             raise ValueError(f"{root}: no regrade of {chapter.assignment} to undo")
         last = live[-1]
-        now = snapshot(course, chapter)
+        late = late_policy(root)
+        now = snapshot(course, chapter, late)
         for student, kept in last["before"].items():
             if student in now:
                 restore(course, chapter, student, kept)
@@ -179,11 +201,11 @@ def undo(course_dir: str | Path, chapter: Chapter, db_url: str | None = None) ->
         feedback_and_export(course, [chapter])
         last["undone"] = True
         _save_history(course, chapter, runs)
-        return changes(now, snapshot(course, chapter))
+        return changes(now, snapshot(course, chapter, late))
 
 
 def format_changes(rows: list[dict], chapter: Chapter) -> str:
-    moved = [r for r in rows if r["old"] != r["new"] or r["checks"]]
+    moved = [r for r in rows if r["old"] != r["new"] or r["checks"] or r.get("why")]
     kept = sum(1 for r in moved if r.get("kept_old"))  # --never-lower put their old score back
     lines = [f"{chapter.assignment}: {len(moved) - kept} of {len(rows)} learner(s) changed"
              + (f"; {kept} would have gone down and kept the old score (--never-lower)" if kept else "")]
@@ -196,4 +218,5 @@ def format_changes(rows: list[dict], chapter: Chapter) -> str:
         for check, (was, now) in row["checks"].items():
             lines.append(f"      {check:<36} {'-' if was is None else f'{was:g}'} -> "
                          f"{'-' if now is None else f'{now:g}'}")
+        lines += [f"      {why}" for why in row.get("why", [])]
     return "\n".join(lines)

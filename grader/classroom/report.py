@@ -26,6 +26,7 @@ import nbformat
 from grader.boundary.specs import exercises
 from grader.chapters import TEST_PREFIX, Chapter, is_test_cell
 from grader.classroom.export import require_gradebook
+from grader.classroom.total import chapter_total, late_policy
 from grader.coursedir import database_of
 
 NOTES_FILE = "grading-notes.json"
@@ -90,8 +91,10 @@ def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
             assignment = gb.find_assignment(chapter.assignment)
         except MissingEntry:
             raise ValueError(f"the gradebook has no {chapter.assignment}: grade it first") from None
-        scores = {s.student.id: (float(s.score), float(s.late_submission_penalty or 0.0))
-                  for s in assignment.submissions}
+        late = late_policy(course_root)  # the course's one total (grader.classroom.total)
+        found = [chapter_total(gb, s.student.id, chapter.assignment, late) for s in assignment.submissions]
+        scores = {t.student: (t.raw, t.penalty) for t in found}
+        pending = {t.student: len(t.pending) for t in found if t.pending}
         max_score = float(assignment.max_score)
     notes = load_notes(course_root).get(chapter.assignment, {})
     failed = {student: entry["error"] for student, entry in notes.items() if entry.get("error")}
@@ -118,7 +121,7 @@ def collect(course_root: Path, db_url: str, chapter: Chapter) -> dict:
             for check, why in ([(f"no credit: {said[''][:60]}", said[""])] if "" in said else wrong):
                 failures[(exercise, check)] += 1
                 examples.setdefault((exercise, check), why)
-    return {"scores": scores, "max_score": max_score, "failed": failed, "checks": checks,
+    return {"scores": scores, "pending": pending, "max_score": max_score, "failed": failed, "checks": checks,
             "failures": failures, "examples": examples, "unfinished": unfinished,
             "notes": {s: e["notes"] for s, e in notes.items() if e.get("notes")}}
 
@@ -188,8 +191,10 @@ def render(chapter: Chapter, data: dict) -> str:
                      f"<td>{esc(data['examples'][(e, c)][:200])}</td></tr>"
                      for (e, c), n in data["failures"].most_common(10))
     failed = "".join(f"<li><b>{esc(s)}</b>: {esc(why)}</li>" for s, why in sorted(data["failed"].items()))
-    scores = "".join(f"<tr><td>{esc(s)}</td><td>{raw:g}</td><td>{pen:g}</td><td>{raw - pen:g} / "
-                     f"{data['max_score']:g}</td></tr>"
+    pending = data.get("pending", {})
+    scores = "".join(f"<tr><td>{esc(s)}</td><td>{raw:g}</td><td>{pen:g}</td><td>{max(0.0, raw - pen):g} / "
+                     f"{data['max_score']:g}" + (f" · {pending[s]} written answer(s) pending" if s in pending else "")
+                     + "</td></tr>"
                      for s, (raw, pen) in sorted(data["scores"].items()))
 
     def img(key: str, alt: str) -> str:

@@ -106,6 +106,19 @@ class Term:
         """The learner's due date for a chapter: their extension, else the chapter's (None: no due date)."""
         return self.extensions.get((student, assignment), self.due.get(assignment))
 
+    def unknown_learners(self, known: set[str]) -> list[str]:
+        """A warning for each extension naming no learner of the class (a typo would silently grant
+        nothing), with the class's nearest names."""
+        import difflib
+
+        warnings = []
+        for student, assignment in sorted(self.extensions):
+            if student not in known:
+                near = difflib.get_close_matches(student, sorted(known), n=3, cutoff=0.6)
+                warnings.append(f"warning: an extension of {assignment} names {student!r}, who is no learner of "
+                                f"this class" + (f" (near: {', '.join(near)})" if near else ""))
+        return warnings
+
     def configure(self, config) -> None:
         """Point nbgrader's AssignLatePenalties at the course's policy (no policy: no penalty)."""
         config.AssignLatePenalties.plugin_class = LatePenalty
@@ -199,6 +212,31 @@ def load_term(course_dir: str | Path, path: str | Path | None = None, submitted_
         term.on_submit = parse_on_submit(config["on_submit"], str(path))
     _keep_in(Path(course_dir), path, config.get("extensions"))
     return term
+
+
+WAITING = "waiting: the course's policy file has an error"
+
+
+class PolicyFile:
+    """term.toml as the running grading service reads it, anew each round: while it has an error the
+    service waits (submissions keep their row, marked WAITING), the class page shows `problem`, and the
+    log says it once, not every round."""
+
+    def __init__(self, course_dir: str | Path, path: str | Path | None = None):
+        self.course_dir, self.path, self.problem = course_dir, path, None
+
+    def current(self) -> Term | None:
+        try:
+            term = load_term(self.course_dir, self.path)
+        except ValueError as err:
+            if str(err) != self.problem:
+                print(f"grading service: {err} (submissions wait until it is fixed)", flush=True)
+            self.problem = str(err)
+            return None
+        if self.problem is not None:
+            print("grading service: the term file is fixed; grading the waiting submissions", flush=True)
+        self.problem = None
+        return term
 
 
 def _keep_in(course_dir: Path, path: Path, extensions: str | None) -> None:

@@ -1,0 +1,172 @@
+"""A learner's total of a chapter, from nbgrader's gradebook: the one place every view reads it (the
+service's pages, feedback, grades.csv, `grade --json`, the LMS export, `report`, `regrade`).
+
+The rule (README, "One total"):
+- automatic points: each hidden-test cell's score (an instructor's override in Formgrader wins);
+- hand-graded points: each written answer's hand grade. An answer nobody has graded yet (including one
+  whose text changed since it was graded: grader.classroom.handgrades) is *pending*: it counts nothing and
+  the total is not complete. An answer left as released scores 0, as nbgrader's autograde says;
+- late penalty: the late share of term.toml's [late] policy (time past the learner's due date or
+  extension) of automatic plus hand-graded points, recomputed whenever any part changes (nbgrader computes
+  it once, at autograde, from what was graded then: `settle` writes this one back to the gradebook).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
+
+GRADED, PENDING, UNANSWERED, AUTOMATIC = "graded", "pending", "unanswered", "automatic"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One graded cell: a hidden-test cell (automatic) or a written answer (graded, pending, unanswered)."""
+    name: str
+    state: str
+    score: float | None  # None while pending
+    max_score: float
+
+
+@dataclass(frozen=True)
+class Total:
+    student: str
+    assignment: str
+    auto: float
+    hand: float
+    late_share: float  # the share of raw points the late policy takes (0 on time)
+    max_score: float
+    parts: tuple[Part, ...] = field(default=())
+
+    @property
+    def raw(self) -> float:
+        return round(self.auto + self.hand, 3)
+
+    @property
+    def penalty(self) -> float:
+        return round(self.raw * self.late_share, 3)
+
+    @property
+    def score(self) -> float:
+        return round(max(0.0, self.raw - self.penalty), 3)
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.parts if p.state == PENDING)
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending
+
+    def text(self) -> str:
+        """"6 / 14", "6 / 14 (raw 7.5, late penalty −1.5)", "... · 2 written answers pending"."""
+        line = f"{self.score:g} / {self.max_score:g}"
+        if self.penalty:
+            line += f" (raw {self.raw:g}, late penalty −{self.penalty:g})"
+        if self.pending:
+            count = len(self.pending)
+            line += f" · {count} written answer{'s' if count > 1 else ''} pending (not yet graded by hand)"
+        return line
+
+
+def _part(grade) -> Part:
+    extra = float(grade.extra_credit or 0.0)
+    if grade.cell.cell_type == "code":  # a hidden-test cell: automatic (an override in Formgrader wins)
+        chosen = grade.manual_score if grade.manual_score is not None else grade.auto_score
+        return Part(grade.name, AUTOMATIC, float(chosen or 0.0) + extra, float(grade.max_score))
+    if grade.needs_manual_grade or (grade.manual_score is None and grade.auto_score is None):
+        return Part(grade.name, PENDING, None, float(grade.max_score))
+    if grade.manual_score is not None:
+        return Part(grade.name, GRADED, float(grade.manual_score) + extra, float(grade.max_score))
+    return Part(grade.name, UNANSWERED, float(grade.auto_score), float(grade.max_score))  # left as released: 0
+
+
+def chapter_total(gradebook, student: str, assignment: str, late=None) -> Total | None:
+    """The learner's total of the chapter (None: nothing of theirs in the gradebook). `gradebook`: an
+    open nbgrader Gradebook; `late`: the course's grader.classroom.term.LatePolicy (None: no penalty)."""
+    from nbgrader.api import MissingEntry
+
+    try:
+        submission = gradebook.find_submission(assignment, student)
+    except MissingEntry:
+        return None
+    parts = tuple(_part(g) for nb in submission.notebooks for g in nb.grades)
+    share = late.fraction(submission.total_seconds_late) if late is not None else 0.0
+    return Total(student, assignment,
+                 auto=round(sum(p.score for p in parts if p.state == AUTOMATIC), 3),
+                 hand=round(sum(p.score for p in parts if p.state in (GRADED, UNANSWERED)), 3),
+                 late_share=share, max_score=round(sum(p.max_score for p in parts), 3), parts=parts)
+
+
+def late_policy(course_root: str | Path):
+    """The course directory's late policy (term.toml), or None."""
+    from grader.classroom.term import load_term
+
+    return load_term(course_root).policy
+
+
+def totals(db_url: str, late=None, assignment: str | None = None) -> dict[tuple[str, str], Total]:
+    """(student, assignment) -> Total for every submission in the gradebook (of one chapter, if named)."""
+    from nbgrader.api import Gradebook
+
+    found = {}
+    with Gradebook(db_url) as gb:
+        for record in gb.assignments:
+            if assignment is not None and record.name != assignment:
+                continue
+            for submission in record.submissions:
+                total = chapter_total(gb, submission.student.id, record.name, late)
+                found[(submission.student.id, record.name)] = total
+    return found
+
+
+def settle(gradebook, student: str, assignment: str, late=None) -> Total | None:
+    """Write the rule's late penalty into nbgrader's gradebook (nbgrader computed it at autograde, before
+    any hand grade), so Formgrader, nbgrader's own feedback and its export show the same total."""
+    total = chapter_total(gradebook, student, assignment, late)
+    if total is None:
+        return None
+    submission = gradebook.find_submission(assignment, student)
+    for notebook in submission.notebooks:  # one notebook per chapter: the penalty is the chapter's
+        notebook.late_submission_penalty = total.penalty if notebook is submission.notebooks[0] else 0.0
+    gradebook.db.commit()
+    return total
+
+
+class SettleTotal(NbGraderPreprocessor):
+    """Feedback (nbgrader's generate_feedback, Formgrader's button included): the late penalty by the
+    course's rule, settled before nbgrader's GetGrades reads the gradebook; pending written answers marked
+    (`pending` in the cell's nbgrader metadata) so the page says so instead of 0 points."""
+
+    root = Unicode("", help="the course directory (its term.toml holds the late policy)").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+
+        meta = resources["nbgrader"]
+        late = late_policy(self.root) if self.root else None
+        with Gradebook(meta["db_url"]) as gb:
+            total = settle(gb, meta["student"], meta["assignment"], late)
+        pending = set(total.pending) if total else set()
+        for cell in nb.cells:
+            nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+            if nbgrader.get("grade_id") in pending:
+                nbgrader["pending"] = True
+        resources["course_total"] = total
+        return nb, resources
+
+
+def course_totals(course_dir: str | Path, late=None) -> dict[tuple[str, str], Total]:
+    """Every total of a course directory's gradebook (none yet: {}), for the service's pages; `late`: the
+    course's LatePolicy as the service last read it (None: no penalty)."""
+    from grader.classroom.export import require_gradebook
+    from grader.coursedir import database_of
+
+    url = database_of(course_dir)
+    try:
+        require_gradebook(url)
+    except ValueError:  # nothing graded yet
+        return {}
+    return totals(url, late)
