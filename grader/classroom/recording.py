@@ -30,6 +30,7 @@ from grader.boundary.unit import Verdict, verdict_from_dict
 from grader.chapters import Chapter, exercise_of, is_test_cell
 from grader.classroom.export import write_course_csv
 from grader.classroom.phrasebook import Phrasebook, edition_of, hidden_test_line, phrasebook
+from grader.classroom.sanitise import SanitiseNotebook
 from grader.classroom.submissions import BadSubmission, Submission
 from grader.classroom.written import AddRubrics, DropRubrics
 from grader.coursedir import COURSE_ID, CourseDir
@@ -346,8 +347,9 @@ def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchang
     if exchange is not None:  # release_feedback (grading on submit: grader.classroom.onsubmit)
         config.Exchange.root = str(exchange)
     config.CourseDirectory.db_url = course.db_url
-    config.Autograde.autograde_preprocessors = [FillVerdict, AddRubrics, IgnorePattern, ClearMetadataPreprocessor,
-                                                LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    config.Autograde.autograde_preprocessors = [FillVerdict, SanitiseNotebook, AddRubrics, IgnorePattern,
+                                                ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+                                                AssignLatePenalties, CheckCellMetadata]
     config.FillVerdict.folder = str(course.root / VERDICTS)
     config.GenerateFeedback.preprocessors = [DropRubrics, *([ScoreOnly] if score_only else []), GetGrades,
                                              CSSHTMLHeaderPreprocessor]
