@@ -8,8 +8,9 @@ from html import escape
 
 from grader.boundary.score import shown
 from grader.chapters import CHAPTERS
-from grader.classroom.ledger import FAILED, GRADED, GRADING, QUEUED, Entry, Ledger
+from grader.classroom.ledger import FAILED, GRADED, GRADING, QUEUED, Entry, Ledger, now
 from grader.classroom.phrasebook import Phrasebook, phrasebook
+from grader.classroom.visibility import LearnerView, learner_view, policy_for
 
 # What a learner's page says of each status, in their language (the class's page keeps the status names).
 STATUS = {"queued": shown("queued"), "grading": shown("grading"), "graded": shown("graded"), "failed": shown("failed"),
@@ -38,12 +39,13 @@ def _score(entry: Entry, book: Phrasebook = ENGLISH) -> str:
     return text + (book.say(shown(" · your grade")) if entry.counted else "")
 
 
-def _checks(entry: Entry, book: Phrasebook) -> str:
-    if entry.status != GRADED or entry.score_only:
-        return escape(book.say(shown("scores only until the due date"))) if entry.status == GRADED else ""
-    wrong = [c for c in entry.checks if c.get("score", 0) < c.get("max_score", 0)]
-    found = "".join(f'<div class="check">{escape(c["name"].removeprefix("test_"))}: {c["score"]:g} / '
-                    f'{c["max_score"]:g} — {escape((c.get("error") or "")[:400])}</div>' for c in wrong)
+def _checks(view: LearnerView, book: Phrasebook) -> str:
+    """What the checks found, as much as the learner may see (grader.classroom.visibility)."""
+    if view.entry.status != GRADED or not view.messages:
+        return escape(book.say(shown("scores only until the due date"))) if view.entry.status == GRADED else ""
+    wrong = [c for c in view.checks if c.score < c.max_score]
+    found = "".join(f'<div class="check">{escape(c.name.removeprefix("test_"))}: {c.score:g} / '
+                    f'{c.max_score:g} — {escape((c.message or "")[:400])}</div>' for c in wrong)
     return found or escape(book.say(shown("all checks pass")))
 
 
@@ -58,9 +60,9 @@ def page(title: str, body: str) -> str:
            f"<body>{body}</body></html>"
 
 
-def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = False) -> str:
+def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = False, term=None) -> str:
     """The learner's own submissions of each chapter, newest first; nobody else's; in the language of
-    their newest graded notebook (grader.classroom.phrasebook)."""
+    their newest graded notebook (grader.classroom.phrasebook); as much as `term`'s policy lets them see."""
     entries = ledger.of(student=student)
     book = _language(entries)
 
@@ -69,11 +71,12 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
 
     rows = []
     for entry in entries:
-        link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if entry.feedback else "")
+        view = learner_view(entry, policy_for(term, entry), now())
+        link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if view.feedback else "")
         status = say(STATUS.get(entry.status, entry.status))
         rows.append(f"<tr><td>{escape(entry.assignment)}</td><td>{_when(entry.submitted_at)}</td>"
                     f'<td class="{entry.status}">{status}</td><td>{escape(_score(entry, book))}</td>'
-                    f"<td>{escape(book.text(entry.reason))}{_checks(entry, book)}</td><td>{link}</td></tr>")
+                    f"<td>{escape(book.text(entry.reason))}{_checks(view, book)}</td><td>{link}</td></tr>")
     heads = (shown("chapter"), shown("submitted"), shown("status"), shown("score (after late penalty)"),
              shown("what the checks found"))
     table = ("<table><tr>" + "".join(f"<th>{say(h)}</th>" for h in heads) + "<th></th></tr>" + "".join(rows)
