@@ -33,6 +33,7 @@ ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title", "width", "h
 DROPPED_WITH_CONTENT = {"script", "style", "template", "noscript", "title", "svg", "math", "iframe", "object"}
 LINK = re.compile(r"(?i)^(?:https?://|mailto:|#)[^\s\"'<>`]*$")
 DATA_IMAGE = re.compile(r"^data:image/(?:png|jpeg);base64,([A-Za-z0-9+/\s]+={0,2})$")
+RELATIVE_LINK = re.compile(r"^(?!/)(?![A-Za-z][\w+.-]*:)[\w./#%-]+$")  # a chapter linking another: no scheme
 COURSE_FIGURE = re.compile(r"^(?!/)(?!.*\.\.)[\w./-]+\.(?:png|jpe?g)$")  # the chapter's own figures (images/x.png)
 NUMBER = re.compile(r"^\d{1,4}$")
 # TeX that MathJax (Formgrader loads it) turns into links, styles, classes or ids
@@ -82,7 +83,7 @@ def markdown_problem(source: str, attachments: dict | None = None) -> str | None
             return shown("HTML markup")
         if kind == "block_html":
             return shown("HTML markup")
-        if kind == "link" and not LINK.match(attrs.get("url", "")):
+        if kind == "link" and not (LINK.match(attrs.get("url", "")) or RELATIVE_LINK.match(attrs.get("url", ""))):
             return shown("a link that is not http, https or mailto")
         if kind == "image" and not _image_allowed(attrs.get("url", ""), attachments or {}):
             return shown("an image that is not a png or jpeg")

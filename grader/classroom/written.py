@@ -19,7 +19,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from grader.boundary.score import shown
-from grader.chapters import CHAPTERS, is_answer_cell
+from grader.chapters import CHAPTERS, is_answer_cell, is_test_cell
 from grader.classroom.phrasebook import edition_of, phrasebook
 
 RUBRICS = Path(__file__).resolve().parents[1] / "rubrics"
@@ -140,7 +140,7 @@ class AddRubrics(NbGraderPreprocessor):
         imitation = phrasebook(edition_of(nb)).say(IMITATION)
         for cell in nb.cells:
             marked = cell.get("metadata", {}).pop(MARK, None) is not None
-            if marked or looks_like_rubric(_shown_text(cell)):
+            if marked or (not is_test_cell(cell) and looks_like_rubric(_shown_text(cell))):  # test cells: the grader's
                 _disclaim(cell, imitation)
         name = _chapter_name(resources.get("nbgrader", {}).get("assignment", ""))
         items = written(name) if name else {}

@@ -331,3 +331,42 @@ def test_a_feedback_file_served_by_the_service_runs_no_script(service, browser, 
     root = browser.send("DOM.getDocument", depth=-1)["root"]
     assert "feedback" in browser.send("DOM.getOuterHTML", nodeId=root["nodeId"])["outerHTML"]  # it loaded
     assert browser.send("Target.getTargetInfo")["targetInfo"]["title"] == "feedback"
+
+
+# ---------------------------------------------------------------- what stays as it was
+
+@pytest.mark.parametrize("edition", ["en", "zh"])
+def test_the_chapters_own_cells_and_plots_draw_as_before(edition):
+    # the sanitiser changes nothing an honest notebook holds: every chapter's text and a plot's output
+    from grader.chapters import CHAPTERS
+    from grader.classroom.sanitise import clean_markdown, clean_output
+
+    for chapter in CHAPTERS:
+        nb = samples.reference(chapter.edition(edition))
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                assert clean_markdown(cell.source) == cell.source, (chapter.name, cell.source[:80])
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    plot = nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": "<Figure size 640x480>"},
+                                  metadata={"image/png": {"width": 640, "height": 480}})
+    assert clean_output(plot) == plot
+    table = "<table><thead><tr><th>d_k</th></tr></thead><tbody><tr><td>0.25</td></tr></tbody></table>"
+    assert clean_output(nbformat.v4.new_output("display_data", data={"text/html": table}))["data"]["text/html"] == table
+
+
+def test_learner_view_is_the_one_rule():
+    from grader.classroom.visibility import Policy, learner_view
+
+    entry = Entry(id="x", student="mal", assignment=CHAPTER.assignment, submitted_at="2026-11-20T10:00:00+00:00",
+                  status=GRADED, score=6.0, max_score=8.0, feedback="f.html",
+                  checks=[{"name": "test_softmax", "score": 0.0, "max_score": 2.0, "error": "FAIL why"}])
+    due = datetime(2026, 11, 22, tzinfo=timezone.utc)
+    before, after = due - timedelta(hours=1), due + timedelta(hours=1)
+    assert learner_view(entry, Policy("checks", due), before).checks[0].message == "FAIL why"
+    hidden = learner_view(entry, Policy("score", due), before)
+    assert not hidden.messages and hidden.checks[0].message is None and not hidden.feedback  # its file shows them
+    assert "FAIL why" not in json.dumps(hidden.as_json()) and hidden.as_json()["score"] == 6.0
+    assert learner_view(entry, Policy("score", due), after).messages
+    entry.score_only = True  # graded under "score": its feedback shows scores only, so it may be linked
+    assert learner_view(entry, Policy("checks", None), after).feedback
+    assert not learner_view(entry, Policy("checks", None), after).messages  # no due date: always before it
