@@ -90,6 +90,10 @@ def _chrome(page: str, book: Phrasebook, lang: str) -> str:
 
 # A check's report line (FAIL and its reason) wraps in the page instead of scrolling sideways.
 FEEDBACK_CSS = "<style>div.output_subarea pre { white-space: pre-wrap; overflow-wrap: break-word; }</style>\n</head>"
+# Wherever the file is opened (the service adds its own headers; a learner's disk does not), it runs no script
+# and loads nothing: its maths are MathML, its figures data. First in <head>, so it covers every script after it.
+FEEDBACK_CSP = ("<head>\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+                "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\">")
 
 
 # TeX as nbconvert leaves it in the page for MathJax: $$display$$ and $inline$ (not a lone price sign)
@@ -183,6 +187,7 @@ def _feedback_exporter():
                 html = _chrome(html, phrasebook(edition_of(nb)), edition_of(nb))
             html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
             html = TOC_ENTRY.sub(r"\1\2</a>", html).replace("</head>", FEEDBACK_CSS, 1)
+            html = html.replace("<head>", FEEDBACK_CSP, 1)
             html = html.split("<body", 1)[0] + _mathml("<body" + html.split("<body", 1)[1])
             return FOCUSABLE.sub(r'\1 tabindex="0"', html), resources
 

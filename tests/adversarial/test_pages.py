@@ -370,3 +370,22 @@ def test_learner_view_is_the_one_rule():
     entry.score_only = True  # graded under "score": its feedback shows scores only, so it may be linked
     assert learner_view(entry, Policy("checks", None), after).feedback
     assert not learner_view(entry, Policy("checks", None), after).messages  # no due date: always before it
+
+
+def test_a_feedback_file_runs_no_script_wherever_it_is_opened(browser, tmp_path):
+    # defence in depth: a notebook that reached the feedback exporter unsanitised (its own CSP, in the file)
+    from grader.classroom.recording import _feedback_exporter
+
+    nb = samples.released(CHAPTER)
+    nb.cells.append(nbformat.v4.new_markdown_cell(f'<img src="x" onerror="{pwn("file-handler")}">'))
+    code = nbformat.v4.new_code_cell("1")
+    script = f"<script>{pwn('file-script')}</script>"
+    code.outputs = [nbformat.v4.new_output("display_data", data={"text/html": script})]
+    nb.cells.append(code)
+    exporter = _feedback_exporter()(template_name="classic")
+    html, _ = exporter.from_notebook_node(nb, {"metadata": {"path": str(tmp_path)}})
+    page = tmp_path / "feedback.html"
+    page.write_text(html)
+    assert "onerror=" in html and "<script>document.title" in html  # the attacks are in the file
+    open_page(browser, page.as_uri())
+    assert scripts_that_ran(browser) == ""
