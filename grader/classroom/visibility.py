@@ -58,11 +58,17 @@ class LearnerView:
                             **({"error": c.message} if self.messages else {})} for c in self.checks]}
 
 
+def hides_messages(policy: Policy, at: datetime) -> bool:
+    """Whether `policy` hides the checks' messages at `at` (also: whether a submission of then gets
+    feedback with scores only, grader.classroom.onsubmit)."""
+    return (policy.due is None or at <= policy.due) and policy.feedback_before_due == "score"
+
+
 def learner_view(entry: Entry, policy: Policy, now: datetime) -> LearnerView:
     """What the learner who submitted `entry` may see of it at `now` under `policy`."""
     scored = entry.status in (GRADED, FAILED) and entry.score is not None
     before_due = policy.due is None or now <= policy.due
-    hidden = before_due and (entry.score_only or policy.feedback_before_due == "score")
+    hidden = hides_messages(policy, now) or (before_due and entry.score_only)
     checks = tuple(Check(str(c.get("name", "")), float(c.get("score") or 0), float(c.get("max_score") or 0),
                          None if hidden else (c.get("error") or ""))
                    for c in (entry.checks if scored else []))
