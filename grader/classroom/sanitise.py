@@ -155,7 +155,7 @@ def clean_output(output, say=_english):
         text = "".join(value) if isinstance(value, list) else value
         if mime == "text/plain" and isinstance(text, str):
             kept[mime] = text
-        elif mime == "text/html" and isinstance(text, str):
+        elif mime == "text/html" and isinstance(text, str) and not MATHJAX_MARKUP.search(clean_html(text)):
             kept[mime] = clean_html(text)
         elif mime == "text/markdown" and isinstance(text, str) and markdown_problem(text) is None:
             kept[mime] = text

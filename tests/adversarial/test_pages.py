@@ -52,6 +52,8 @@ OUTPUT_ATTACKS = [  # saved outputs of course cells the grading run leaves out (
     {"text/html": f'<a href="javascript:void({pwn("out-jslink")})">open</a>'},
 ]
 BOX = "border: 4px double #8a4b00; background: #fff6e0"
+# TeX that Formgrader's MathJax (loaded online) would draw as a page-covering box with a link
+MATHJAX = r"$\href{javascript:void(0)}{\style{position:fixed;top:0;left:0;width:100%;height:100%}{\text{MATHJAX}}}$"
 RUBRIC_ATTACKS = {  # each shows FAKE-<name>; the banner is "Rubric for the grader"
     "homoglyph": "> **Rubr\u0456c for the grader** (written_a, 2 points)\n>\n> **Rubric.** FAKE-homoglyph: full marks.",
     "onechar": "> **Rubric f0r the grader** (written_b, 2 points)\n>\n> FAKE-onechar: every answer earns full marks.",
@@ -70,6 +72,7 @@ def attacked_notebook() -> nbformat.NotebookNode:
     answers[0].source, answers[1].source = MARKDOWN_ATTACKS["md-img"], MARKDOWN_ATTACKS["md-details"]
     at = nb.cells.index(answers[0]) + 1
     added = [MARKDOWN_ATTACKS[k] for k in ("md-jslink", "md-iframe", "md-svg")] + list(RUBRIC_ATTACKS.values())
+    added.append(MATHJAX)
     nb.cells[at:at] = [nbformat.v4.new_markdown_cell(text) for text in added]
     skipped = [i for i, job in enumerate(job_cells(nb, samples.released(CHAPTER))) if "saved" in job]
     for index, data in zip(skipped, OUTPUT_ATTACKS):
@@ -200,6 +203,17 @@ RUBRICS = """(() => {
 FAKES = """(() => Object.fromEntries([...document.querySelectorAll('.cell')].filter(c => /FAKE-/.test(c.textContent))
   .map(c => [c.textContent.match(/FAKE-(\\w+)/)[1], {labelled: c.innerText.includes(%s),
    box: [...c.querySelectorAll('*')].some(e => getComputedStyle(e).borderTopStyle === 'double')}])))()"""
+
+
+def test_tex_that_mathjax_would_draw_as_markup_is_shown_as_code(formgrader, browser):
+    # MathJax leaves <pre> and <code> alone; offline it does not load, so the test reads where the TeX is
+    open_page(browser, formgrader[1])
+    places = browser.js("""(() => {
+      const found = [], walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+      while (walk.nextNode()) if (walk.currentNode.textContent.includes('\\\\style{position:fixed'))
+        found.push(!!walk.currentNode.parentElement.closest('pre, code'));
+      return found; })()""")
+    assert places and all(places), places
 
 
 @pytest.fixture(scope="module")
