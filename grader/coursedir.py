@@ -35,9 +35,11 @@ c.ClearSolutions.text_stub = {text_stub!r}
 # A runaway cell is interrupted and costs that cell only; the next cells still run.
 c.Execute.timeout = {timeout}
 c.Execute.interrupt_on_timeout = True
-# Written answers: the rubric under each in the autograded notebook (Formgrader), never in feedback.
+# The learner's cells and outputs made data to draw (grader.classroom.sanitise); then written answers: the
+# rubric under each in the autograded notebook (Formgrader), never in feedback.
 c.Autograde.autograde_preprocessors = [
-    "nbgrader.preprocessors.Execute", "grader.classroom.written.AddRubrics", "nbgrader.preprocessors.IgnorePattern",
+    "nbgrader.preprocessors.Execute", "grader.classroom.sanitise.SanitiseNotebook",
+    "grader.classroom.written.AddRubrics", "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades", "grader.classroom.handgrades.BindHandGrades",
     "nbgrader.preprocessors.AssignLatePenalties", "nbgrader.preprocessors.CheckCellMetadata"]

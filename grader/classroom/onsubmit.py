@@ -45,6 +45,7 @@ from grader.classroom.recording import nbgrader_api
 from grader.classroom.submissions import TIMESTAMP_FILE
 from grader.classroom.term import WAITING, PolicyFile
 from grader.classroom.total import course_totals
+from grader.classroom.visibility import hides_messages, policy_for
 from grader.coursedir import COURSE_ID, CourseDir
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")  # a hub user name, safe as a folder name
@@ -176,9 +177,7 @@ class Service:
             return []
         batches: dict[tuple[str, bool], list[Entry]] = {}
         for entry in sorted(queued, key=lambda e: e.submitted_at):
-            due = term.due_for(entry.student, entry.assignment)
-            early = due is None or datetime.fromisoformat(entry.submitted_at) <= due
-            score_only = early and term.submit_policy(entry.assignment).feedback_before_due == "score"
+            score_only = hides_messages(policy_for(term, entry), datetime.fromisoformat(entry.submitted_at))
             batches.setdefault((entry.assignment, score_only), []).append(entry)
         graded = []
         for (assignment, score_only), entries in batches.items():

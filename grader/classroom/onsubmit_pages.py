@@ -8,8 +8,9 @@ from html import escape
 
 from grader.boundary.score import shown
 from grader.chapters import CHAPTERS
-from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, Entry, Ledger
+from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, Entry, Ledger, now
 from grader.classroom.phrasebook import Phrasebook, phrasebook
+from grader.classroom.visibility import Check, LearnerView, learner_view, policy_for
 
 # What a learner's page says of each status, in their language (the class's page keeps the status names).
 STATUS = {"queued": shown("queued"), "grading": shown("grading"), "graded": shown("graded"), "failed": shown("failed"),
@@ -51,21 +52,21 @@ def _score(entry: Entry, book: Phrasebook = ENGLISH, total=None, learner: bool =
     return text
 
 
-def _check(check: dict) -> str:
+def _check(check: Check) -> str:
     """One failing check, whole: a long message folds, its first line showing."""
-    head = f"{check['name'].removeprefix('test_')}: {check['score']:g} / {check['max_score']:g} — "
-    error = check.get("error") or ""
+    head = f"{check.name.removeprefix('test_')}: {check.score:g} / {check.max_score:g} — "
+    error = check.message or ""
     if len(error) <= FOLD_AT:
         return f'<div class="check">{escape(head + error)}</div>'
     return (f'<details class="check"><summary>{escape(head + error[:FOLD_AT // 2].rsplit(" ", 1)[0])} …</summary>'
             f"{escape(error)}</details>")
 
 
-def _checks(entry: Entry, book: Phrasebook) -> str:
-    if entry.status != GRADED or entry.score_only:
-        return escape(book.say(shown("scores only until the due date"))) if entry.status == GRADED else ""
-    wrong = [c for c in entry.checks if c.get("score", 0) < c.get("max_score", 0)]
-    found = "".join(_check(c) for c in wrong)
+def _checks(view: LearnerView, book: Phrasebook) -> str:
+    """What the checks found, as much as the learner may see (grader.classroom.visibility)."""
+    if view.entry.status != GRADED or not view.messages:
+        return escape(book.say(shown("scores only until the due date"))) if view.entry.status == GRADED else ""
+    found = "".join(_check(c) for c in view.checks if c.score < c.max_score)
     return found or escape(book.say(shown("all checks pass")))
 
 
@@ -80,10 +81,12 @@ def page(title: str, body: str) -> str:
            f"<body>{body}</body></html>"
 
 
-def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = False, totals: dict | None = None) -> str:
+def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = False, totals: dict | None = None,
+                 term=None) -> str:
     """The learner's own submissions of each chapter, newest first; nobody else's; in the language of
-    their newest graded notebook (grader.classroom.phrasebook). `totals`: (student, assignment) -> the
-    gradebook's total (grader.classroom.total), which the counted attempt shows."""
+    their newest graded notebook (grader.classroom.phrasebook); as much as `term`'s policy lets them see
+    (grader.classroom.visibility). `totals`: (student, assignment) -> the gradebook's total
+    (grader.classroom.total), which the counted attempt shows."""
     entries = ledger.of(student=student)
     book = _language(entries)
 
@@ -92,13 +95,14 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
 
     rows = []
     for entry in entries:
-        link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if entry.feedback else "")
+        view = learner_view(entry, policy_for(term, entry), now())
+        link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if view.feedback else "")
         status = say(STATUS.get(entry.status, entry.status))
         score = _score(entry, book, (totals or {}).get((entry.student, entry.assignment)))
         rows.append(f'<tr class="{entry.status}"><td>{escape(entry.assignment)}</td>'
                     f"<td>{_when(entry.submitted_at)}</td>"
                     f'<td class="{entry.status}">{status}</td><td>{escape(score)}</td>'
-                    f"<td>{escape(book.text(entry.reason))}{_checks(entry, book)}</td><td>{link}</td></tr>")
+                    f"<td>{escape(book.text(entry.reason))}{_checks(view, book)}</td><td>{link}</td></tr>")
     heads = (shown("chapter"), shown("submitted"), shown("status"), shown("score (after late penalty)"),
              shown("what the checks found"))
     table = ("<table><tr>" + "".join(f"<th>{say(h)}</th>" for h in heads) + "<th></th></tr>" + "".join(rows)

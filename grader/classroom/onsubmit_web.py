@@ -2,26 +2,41 @@
 
 A thread grades (grader.classroom.onsubmit.Service.serve); tornado serves the pages under the hub's
 prefix `/services/<name>/`, each request logged in through the hub (OAuth: jupyterhub.services.auth).
-A learner gets their own rows and feedback only; the instructors named on the command line get the
-class page and anyone's feedback.
+A learner gets their own rows and feedback only, as much of them as grader.classroom.visibility allows;
+the instructors named on the command line get the class page and anyone's feedback. Every response carries
+a strict Content-Security-Policy (a sandbox: no script, nothing loaded but inline styles and data: images)
+and nosniff, the feedback files included: what a learner wrote is drawn there (sanitised, and this besides).
 """
 from __future__ import annotations
 
 import json
 import os
 import threading
-from dataclasses import asdict
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_path_join
 from tornado import ioloop, web
 
-from grader.classroom.ledger import STATE_DIR
+from grader.classroom.ledger import STATE_DIR, now
 from grader.classroom.onsubmit_pages import class_page, learner_page
+from grader.classroom.visibility import learner_view, policy_for
+
+HEADERS = {
+    "Content-Security-Policy": "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                               "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 
-class Page(HubOAuthenticated, web.RequestHandler):
+class Strict(web.RequestHandler):
+    def set_default_headers(self):  # every response, errors and redirects included
+        for name, value in HEADERS.items():
+            self.set_header(name, value)
+
+
+class Page(HubOAuthenticated, Strict):
     def initialize(self, service, instructors: set[str], hub_auth: HubOAuth):  # service: onsubmit.Service
         self.service, self.instructors, self.hub_auth = service, instructors, hub_auth
 
@@ -37,8 +52,15 @@ class Page(HubOAuthenticated, web.RequestHandler):
     def base(self) -> str:
         return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
 
+    def term(self):
+        """The course's term (its policy), or None while term.toml does not read: then each entry's own."""
+        try:
+            return self.service.term()
+        except Exception:  # noqa: BLE001 - a typo in term.toml must not open what the policy hides
+            return None
 
-class Callback(HubOAuthCallbackHandler):
+
+class Callback(HubOAuthCallbackHandler, Strict):
     """The hub's OAuth callback, with the same HubOAuth as the pages (it holds the login's PKCE state)."""
 
     def initialize(self, hub_auth: HubOAuth):
@@ -48,13 +70,16 @@ class Callback(HubOAuthCallbackHandler):
 class Mine(Page):
     @web.authenticated
     def get(self):
-        self.write(learner_page(self.service.ledger, self.name, self.base, self.instructor, self.service.totals()))
+        self.write(learner_page(self.service.ledger, self.name, self.base, self.instructor,
+                                totals=self.service.totals(), term=self.term()))
 
 
 class MineJSON(Page):
     @web.authenticated
     def get(self):
-        rows = [{**asdict(e), "key": e.key} for e in self.service.ledger.of(student=self.name)]
+        term, moment = self.term(), now()
+        rows = [learner_view(e, policy_for(term, e), moment).as_json()
+                for e in self.service.ledger.of(student=self.name)]
         self.set_header("Content-Type", "application/json")
         self.write(json.dumps(rows))
 
@@ -65,6 +90,8 @@ class Feedback(Page):
         entry = next((e for e in self.service.ledger.of() if e.key == key), None)
         if entry is None or entry.feedback is None or (entry.student != self.name and not self.instructor):
             raise web.HTTPError(404)  # another learner's feedback does not exist, as far as this learner knows
+        if not self.instructor and not learner_view(entry, policy_for(self.term(), entry), now()).feedback:
+            raise web.HTTPError(404)  # what the policy hides for now
         path = self.service.course_dir / STATE_DIR / "feedback" / entry.key / entry.feedback
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.write(path.read_bytes())

@@ -32,6 +32,7 @@ from grader.chapters import CHAPTERS, Chapter, exercise_of, is_test_cell
 from grader.classroom.export import write_course_csv
 from grader.classroom.handgrades import FOLDER, BindHandGrades
 from grader.classroom.phrasebook import Phrasebook, edition_of, hidden_test_line, phrasebook
+from grader.classroom.sanitise import SanitiseNotebook
 from grader.classroom.submissions import BadSubmission, Submission
 from grader.classroom.total import SettleTotal, late_policy
 from grader.classroom.written import AddRubrics, DropRubrics
@@ -92,6 +93,10 @@ def _chrome(page: str, book: Phrasebook, lang: str) -> str:
 
 # A check's report line (FAIL and its reason) wraps in the page instead of scrolling sideways.
 FEEDBACK_CSS = "<style>div.output_subarea pre { white-space: pre-wrap; overflow-wrap: break-word; }</style>\n</head>"
+# Wherever the file is opened (the service adds its own headers; a learner's disk does not), it runs no script
+# and loads nothing: its maths are MathML, its figures data. First in <head>, so it covers every script after it.
+FEEDBACK_CSP = ("<head>\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+                "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\">")
 
 
 # TeX as nbconvert leaves it in the page for MathJax: $$display$$ and $inline$ (not a lone price sign)
@@ -190,6 +195,7 @@ def feedback_exporter():
                 html = _chrome(html, phrasebook(edition_of(nb)), edition_of(nb))
             html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
             html = TOC_ENTRY.sub(r"\1\2</a>", html).replace("</head>", FEEDBACK_CSS, 1)
+            html = html.replace("<head>", FEEDBACK_CSP, 1)
             head, body = html.split("<body", 1)
             maths = _mathml("<body" + body)
             html = (MATHJAX.sub("", head) if maths != "<body" + body else head) + maths  # MathML: no CDN script
@@ -403,9 +409,9 @@ def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchang
     if exchange is not None:  # release_feedback (grading on submit: grader.classroom.onsubmit)
         config.Exchange.root = str(exchange)
     config.CourseDirectory.db_url = course.db_url
-    config.Autograde.autograde_preprocessors = [FillVerdict, AddRubrics, IgnorePattern, ClearMetadataPreprocessor,
-                                                LimitOutput, SaveAutoGrades, BindHandGrades, AssignLatePenalties,
-                                                CheckCellMetadata]
+    config.Autograde.autograde_preprocessors = [FillVerdict, SanitiseNotebook, AddRubrics, IgnorePattern,
+                                                ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, BindHandGrades,
+                                                AssignLatePenalties, CheckCellMetadata]
     config.FillVerdict.folder = str(course.root / VERDICTS)
     config.BindHandGrades.folder = str(course.root / FOLDER)
     config.GenerateFeedback.preprocessors = [DropRubrics, *([ScoreOnly] if score_only else []), SettleTotal,

@@ -9,7 +9,9 @@ grader, and `DropRubrics` takes it out again before nbgrader renders a learner's
 """
 from __future__ import annotations
 
+import html
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from grader.boundary.score import shown
-from grader.chapters import CHAPTERS, is_answer_cell
+from grader.chapters import CHAPTERS, is_answer_cell, is_test_cell
 from grader.classroom.phrasebook import edition_of, phrasebook
 
 RUBRICS = Path(__file__).resolve().parents[1] / "rubrics"
@@ -55,14 +57,74 @@ def written(chapter_name: str) -> dict[str, Written]:
     return items
 
 
+# The rubric's box: a style attribute, which no learner cell keeps (grader.classroom.sanitise), so no
+# learner content can draw this box, nor hide it.
+BOX = ("border: 4px double #8a4b00; background: #fff6e0; color: #2b1700; padding: .4em 1em; margin: .6em 0; "
+       "display: block; visibility: visible; opacity: 1; position: static")
+
+
 def rubric_cell(item: Written) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_markdown_cell(
-        f"> **{BANNER}** ({item.grade_id}, {item.points:g} point{'' if item.points == 1 else 's'}; "
-        f"added while grading, never in a learner's feedback)\n>\n"
-        + "\n".join(f"> {line}" if line else ">" for line in
-                    (f"{ANSWER} {item.answer}\n\n{RUBRIC}\n\n{item.rubric}").splitlines()))
+        f'<div style="{BOX}" data-course-rubric="{item.grade_id}">\n\n'
+        f"**\N{LOCK} {BANNER}** ({item.grade_id}, {item.points:g} point{'' if item.points == 1 else 's'}; "
+        f"added while grading, never in a learner's feedback)\n\n"
+        f"{ANSWER} {item.answer}\n\n{RUBRIC}\n\n{item.rubric}\n\n</div>")
     cell.metadata[MARK] = item.grade_id
     return cell
+
+
+# What a page shows, reduced to the letters a reader takes it for: compatibility forms folded (NFKC), look-alike
+# letters of other scripts and digits mapped to the Latin letter they imitate, everything else dropped.
+LOOK_ALIKE = str.maketrans({**dict.fromkeys("аɑα@", "a"), **dict.fromkeys("еёε3", "e"), **dict.fromkeys("оοσ0", "o"),
+                            **dict.fromkeys("рρ", "p"), **dict.fromkeys("сϲ", "c"), **dict.fromkeys("уү", "y"),
+                            **dict.fromkeys("хχ", "x"), **dict.fromkeys("іıɩι1!|", "i"), **dict.fromkeys("ј", "j"),
+                            **dict.fromkeys("ԁ", "d"), **dict.fromkeys("ɡ", "g"), **dict.fromkeys("һ", "h"),
+                            **dict.fromkeys("ʀг", "r"), **dict.fromkeys("ƅЬъ", "b"), **dict.fromkeys("υսμ", "u"),
+                            **dict.fromkeys("ⅼӏ", "l"), **dict.fromkeys("ѕ5$", "s"), **dict.fromkeys("т7", "t"),
+                            **dict.fromkeys("пη", "n"), **dict.fromkeys("м", "m")})
+
+
+def _one_edit(word: str) -> re.Pattern:
+    """`word` or any text one letter away from it (changed, dropped or added)."""
+    forms = {word} | {word[:i] + "." + word[i + 1:] for i in range(len(word))}
+    forms |= {word[:i] + word[i + 1:] for i in range(len(word))}
+    forms |= {word[:i] + "." + word[i:] for i in range(len(word) + 1)}
+    return re.compile("|".join(sorted(forms)))
+
+
+CLAIMS = [_one_edit("rubric"), _one_edit("modelanswer")]
+
+
+def letters(text: str) -> str:
+    return re.sub(r"[^a-z]", "", unicodedata.normalize("NFKC", text).casefold().translate(LOOK_ALIKE))
+
+
+def looks_like_rubric(shown_text: str) -> bool:
+    """Whether text a page shows could pass for the rubric's (one letter changed, look-alikes, spacing)."""
+    skeleton = letters(shown_text)
+    return any(claim.search(skeleton) for claim in CLAIMS)
+
+
+def _shown_text(cell) -> str:
+    """The text a page draws for a learner's cell: its markdown rendered, its code and its outputs' texts."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    texts = [markdown2html_mistune(cell.get("source", "")) if cell.get("cell_type") == "markdown"
+             else cell.get("source", "")]
+    for output in cell.get("outputs", []):
+        texts.append(output.get("text", "") if isinstance(output.get("text"), str) else "")
+        texts += [v if isinstance(v, str) else "" for v in (output.get("data") or {}).values()]
+        texts.append(str(output.get("evalue", "")))
+    return html.unescape(re.sub(r"<[^>]*>", "", "\n".join(texts)))
+
+
+def _disclaim(cell, imitation: str) -> None:
+    """A learner's cell that passes for a rubric keeps its text, under a line that says whose it is."""
+    if cell.get("cell_type") == "markdown":
+        cell.source = f"*{imitation}*\n\n" + cell.source.replace(BANNER, imitation)
+    elif cell.get("cell_type") == "code":
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=imitation + "\n"),
+                        *cell.get("outputs", [])]
 
 
 def _chapter_name(assignment: str) -> str | None:
@@ -70,14 +132,16 @@ def _chapter_name(assignment: str) -> str | None:
 
 
 class AddRubrics(NbGraderPreprocessor):
-    """Autograde: the rubric under each written answer, for Formgrader. A cell the submission brought
-    that claims to be a rubric (the mark, or the banner's words) is kept, but loses that claim."""
+    """Autograde: the rubric under each written answer, for Formgrader, in a box no learner cell can draw
+    (after grader.classroom.sanitise). A cell the submission brought that claims to be a rubric (the mark)
+    or whose shown text could pass for one is kept, but loses that claim and says so."""
 
     def preprocess(self, nb, resources):
         imitation = phrasebook(edition_of(nb)).say(IMITATION)
         for cell in nb.cells:
-            if cell.get("metadata", {}).pop(MARK, None) is not None or BANNER in cell.get("source", ""):
-                cell.source = cell.get("source", "").replace(BANNER, imitation)
+            marked = cell.get("metadata", {}).pop(MARK, None) is not None
+            if marked or (not is_test_cell(cell) and looks_like_rubric(_shown_text(cell))):  # test cells: the grader's
+                _disclaim(cell, imitation)
         name = _chapter_name(resources.get("nbgrader", {}).get("assignment", ""))
         items = written(name) if name else {}
         cells = []
