@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.chapters import Chapter, find_chapter
+from grader.classroom.csvsafe import write_rows
 from grader.classroom.locks import sqlite_path
 
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -69,21 +70,20 @@ COURSE_CSV = ["assignment", "duedate", "timestamp", "student_id", "last_name", "
 def write_course_csv(gb, path: Path) -> None:
     """grades.csv: nbgrader's CSV export, except that a chapter a learner never submitted has empty
     scores (nbgrader writes 0.0, which reads as a graded zero) and fields are quoted where needed."""
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COURSE_CSV)
-        writer.writeheader()
-        for assignment in gb.assignments:
-            submissions = {s.student.id: s for s in assignment.submissions}
-            for student in gb.students:
-                row = {"assignment": assignment.name, "duedate": assignment.duedate or "", "student_id": student.id,
-                       "last_name": student.last_name or "", "first_name": student.first_name or "",
-                       "email": student.email or "", "max_score": assignment.max_score}
-                sub = submissions.get(student.id)
-                if sub is not None:
-                    penalty = sub.late_submission_penalty or 0.0
-                    row.update(timestamp=sub.timestamp or "", raw_score=sub.score, late_submission_penalty=penalty,
-                               score=max(0.0, sub.score - penalty))
-                writer.writerow(row)
+    rows = []
+    for assignment in gb.assignments:
+        submissions = {s.student.id: s for s in assignment.submissions}
+        for student in gb.students:
+            row = {"assignment": assignment.name, "duedate": assignment.duedate or "", "student_id": student.id,
+                   "last_name": student.last_name or "", "first_name": student.first_name or "",
+                   "email": student.email or "", "max_score": assignment.max_score}
+            sub = submissions.get(student.id)
+            if sub is not None:
+                penalty = sub.late_submission_penalty or 0.0
+                row.update(timestamp=sub.timestamp or "", raw_score=sub.score, late_submission_penalty=penalty,
+                           score=max(0.0, sub.score - penalty))
+            rows.append(row)
+    write_rows(path, COURSE_CSV, rows)
 
 
 def require_gradebook(db_url: str) -> None:
@@ -176,10 +176,7 @@ def build(db_url: str, chapters: list[Chapter], roster: Path, lms: str, match: s
 
 def write(export: Export, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=export.columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(export.rows)
+    write_rows(path, export.columns, export.rows)
 
 
 def summary(export: Export, path: Path) -> str:

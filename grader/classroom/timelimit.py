@@ -1,0 +1,63 @@
+"""The graded-on-submit time limit of a chapter, fitted to it: a few times what the chapter's own
+reference takes in this grading pool (measured once per chapter and kept in
+`on-submit/reference-seconds.json`), never under a floor, never over the pool's own limit.
+term.toml's [on_submit] sets the factor (`time_limit_factor`, default 5) or the limit itself
+(`time_limit_seconds`) (grader.classroom.submitpolicy). One slow notebook then holds classmates
+seconds, not the 30 minutes the batch allows a submission.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from grader.chapters import Chapter
+from grader.classroom.ledger import STATE_DIR
+
+FLOOR_SECONDS = 60  # a loaded machine, a cold first run: no reference is judged that tightly
+FILE = "reference-seconds.json"
+
+
+def reference_seconds(pool, course_dir: Path, chapter: Chapter) -> float | None:
+    """What the chapter's reference takes in `pool`, measured once (None: no release to measure yet)."""
+    import nbformat
+
+    from grader.authoring import samples
+    from grader.boundary.unit import Job
+    from grader.classroom.grading import job_cells
+
+    path = Path(course_dir) / STATE_DIR / FILE
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    if chapter.assignment in kept:
+        return float(kept[chapter.assignment])
+    release_dir = Path(course_dir) / "release" / chapter.assignment
+    if not (release_dir / chapter.notebook_name).is_file():
+        return None
+    released = nbformat.read(release_dir / chapter.notebook_name, as_version=4)
+    verdict = pool.judge(Job("reference", chapter, job_cells(samples.reference(chapter), released), release_dir))
+    if verdict.error:
+        return None
+    kept[chapter.assignment] = round(verdict.seconds, 2)
+    path.write_text(json.dumps(kept, indent=1))
+    return verdict.seconds
+
+
+def fitted(policy, reference: float | None, pool_seconds: float) -> float:
+    """The limit for one submission of a chapter (seconds of wall clock)."""
+    if policy.time_limit_seconds is not None:
+        return min(policy.time_limit_seconds, pool_seconds)
+    if reference is None:
+        return pool_seconds
+    return min(max(FLOOR_SECONDS, policy.time_limit_factor * reference), pool_seconds)
+
+
+@contextlib.contextmanager
+def limited(pool, seconds: float):
+    """The pool's whole-submission limit lowered to `seconds` while a batch is graded."""
+    original = pool.limits
+    pool.limits = replace(original, submission_seconds=int(max(1, min(seconds, original.submission_seconds))))
+    try:
+        yield
+    finally:
+        pool.limits = original
