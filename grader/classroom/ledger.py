@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import threading
+import time
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -98,6 +100,28 @@ def parse_inbound(name: str) -> tuple[str, str, datetime | None] | None:
         return parts[0], parts[1], checked_time(when)
     except ValueError:  # a time, but not a plausible one: graded all the same (the service keeps its own)
         return parts[0], parts[1], None
+
+
+def inbound_groups(inbound: Path, known=()) -> dict[tuple[str, str], list[tuple[float, str, datetime | None]]]:
+    """The exchange's inbound folders not in `known`, by learner and chapter, newest first by the kernel's
+    clock (each folder's ctime, which a learner cannot set back): (ctime, folder name, claimed time).
+    Links and files are left out; so is a folder nbgrader is still copying in (no timestamp.txt yet, and
+    changed in the last 5 s). One look at each folder: linear in the folders."""
+    groups: dict[tuple[str, str], list] = {}
+    with os.scandir(inbound) as found:
+        for item in found:
+            if item.name in known or not item.is_dir(follow_symlinks=False):
+                continue
+            info = parse_inbound(item.name)
+            if info is None:
+                continue
+            stamp = item.stat(follow_symlinks=False)
+            if not os.path.lexists(os.path.join(item.path, "timestamp.txt")) and time.time() - stamp.st_mtime < 5:
+                continue
+            groups.setdefault(info[:2], []).append((stamp.st_ctime, item.name, info[2]))
+    for items in groups.values():
+        items.sort(reverse=True)
+    return groups
 
 
 FIELDS = [f.name for f in fields(Entry)]

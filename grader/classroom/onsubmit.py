@@ -21,12 +21,8 @@ Each entry is handled on its own: whatever fails ends that entry failed with its
 """
 from __future__ import annotations
 
-import os
-import pwd
-import re
 import shutil
 import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -47,17 +43,16 @@ from grader.classroom.ledger import (
     Entry,
     Ledger,
     checked_time,
+    inbound_groups,
     now,
-    parse_inbound,
 )
 from grader.classroom.phrasebook import edition_of
 from grader.classroom.recording import nbgrader_api
-from grader.classroom.safecopy import UnsafeSubmission, copy_tree
+from grader.classroom.safecopy import SAFE_NAME, UnsafeSubmission, copy_tree, owner_of
 from grader.classroom.submissions import TIMESTAMP_FILE, write_timestamp
 from grader.classroom.term import load_term
 from grader.coursedir import COURSE_ID, CourseDir
 
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")  # a hub user name, safe as a folder name
 MAX_TRIES = 3  # gradings started on one entry before it ends failed (the grader stopped on it each time)
 
 
@@ -108,23 +103,11 @@ class Service:
         refused by the policy, the others superseded at once (never copied). Linear in the folders."""
         if not self.inbound.is_dir():
             return []
-        seen, groups = now(), {}
-        with os.scandir(self.inbound) as found:
-            for item in found:
-                if item.name in self.ledger.entries or not item.is_dir(follow_symlinks=False):
-                    continue
-                info = parse_inbound(item.name)
-                if info is None:
-                    continue
-                stamp = item.stat(follow_symlinks=False)
-                if not os.path.lexists(Path(item.path) / TIMESTAMP_FILE) and time.time() - stamp.st_mtime < 5:
-                    continue  # nbgrader is still copying it in: next round
-                groups.setdefault(info[:2], []).append((stamp.st_ctime, item.name, info[2]))
+        seen, groups = now(), inbound_groups(self.inbound, self.ledger.entries)
         if not groups:
             return []
         term, added = self.term(), []
-        for (student, assignment), items in groups.items():
-            items.sort(reverse=True)  # the newest by the kernel's clock first
+        for (student, assignment), items in groups.items():  # the newest by the kernel's clock first
             entries = [Entry(name, student, assignment, _iso(min(ctime, seen.timestamp())), seen_at=seen.isoformat(),
                              claimed_at=claimed.isoformat() if claimed else "")
                        for ctime, name, claimed in items]
@@ -380,15 +363,6 @@ class Service:
 
     def stop(self) -> None:
         self.stopping.set()
-
-
-def owner_of(path: Path) -> str:
-    """The unix user who owns a file (its uid when the user is unknown)."""
-    uid = path.lstat().st_uid
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
 
 
 def _iso(timestamp: float) -> str:
