@@ -277,7 +277,8 @@ class Service:
         work = self.course_dir / STATE_DIR / "work"
         try:
             policy = term.submit_policy(chapter.assignment)
-            reference = timelimit.reference_seconds(self.pool, self.course_dir, chapter)
+            reference = None if policy.time_limit_seconds else \
+                timelimit.reference_seconds(self.pool, self.course_dir, chapter)
             limit = timelimit.fitted(policy, reference, self.pool.limits.submission_seconds)
             with timelimit.limited(self.pool, limit):
                 _, results = autograde_with(self.pool, work, self.course_dir, timeout=self.timeout, chapters=[chapter],

@@ -13,6 +13,7 @@ anything copied (ctime, which a learner cannot set back): a time the learner did
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -75,6 +76,7 @@ def copy_tree(source: Path, target: Path, max_files: int = MAX_FILES, max_file_b
         top = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as err:
         raise UnsafeSubmission(shown(f"{source.name}: not a folder the grader copies ({_why(err)})")) from None
+    made = not target.parent.exists()
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".copying-", dir=target.parent))
     try:
@@ -84,6 +86,9 @@ def copy_tree(source: Path, target: Path, max_files: int = MAX_FILES, max_file_b
         os.replace(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        if made:  # a refused learner leaves no folder either (submitted/<student>/)
+            with contextlib.suppress(OSError):
+                target.parent.rmdir()
         raise
     return Copied(max_files - budget.files, max_total_bytes - budget.bytes, budget.changed_at)
 

@@ -187,3 +187,26 @@ def test_grades_csv_and_the_lms_export_neutralise_learner_cells(tmp_path):
     assert [row[k][0] for k in ("student_id", "last_name", "first_name", "email")] == ["'"] * 4
     write(Export(rows=[{"Student": "=1+1", "ID": "5"}], columns=["Student", "ID"]), tmp_path / "canvas.csv")
     assert (tmp_path / "canvas.csv").read_text().splitlines()[1].startswith("'=1+1")
+
+
+def test_grader_collect_refuses_links_and_writes_its_own_time(tmp_path):
+    # `grader collect` in place of `nbgrader collect`: the exchange's inbound folder as the learner left
+    # it (a link to the source notebook, a forged timestamp) never reaches submitted/ as fact.
+    from grader.classroom.intake import collect
+    from grader.coursedir import COURSE_ID
+
+    inbound = tmp_path / "exchange" / COURSE_ID / "inbound"
+    forged = "2000-01-01 00:00:00.000000 UTC"
+    for student in ("mallory", "ben"):
+        folder = inbound / f"{student}+{CHAPTER.assignment}+{forged}+x"
+        folder.mkdir(parents=True)
+        (folder / "timestamp.txt").write_text(forged)
+        nbformat.write(samples.reference(CHAPTER), folder / CHAPTER.notebook_name)
+    linked = inbound / f"mallory+{CHAPTER.assignment}+{forged}+x" / CHAPTER.notebook_name
+    linked.unlink()
+    linked.symlink_to(source_notebook(tmp_path))
+    notes = collect(tmp_path / "exchange", tmp_path / "course")
+    assert any(n.startswith("refused: mallory") and "link" in n for n in notes), notes
+    assert not (tmp_path / "course" / "submitted" / "mallory").exists()
+    ben = tmp_path / "course" / "submitted" / "ben" / CHAPTER.assignment
+    assert submission_time(ben / CHAPTER.notebook_name, ben.parent) > datetime(2026, 1, 1, tzinfo=timezone.utc)
