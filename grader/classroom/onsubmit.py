@@ -3,7 +3,7 @@
 The hub runs this as a service (`grader serve`, deploy/jupyterhub/jupyterhub_config.py), as the
 grading user. nbgrader's exchange is the queue: every folder in `<exchange>/<course>/inbound/`
 (`student+assignment+timestamp+random`, nbgrader's name for one submission) is one entry of the
-ledger `<course dir>/on-submit/state.json` (grader.classroom.ledger), which says what became of it.
+ledger `<course dir>/on-submit/ledger.sqlite` (grader.classroom.ledger), which says what became of it.
 
 A restarted service reads the ledger and the exchange again: what was being graded when it stopped
 is queued again (every round: an entry left at "grading" is stale), what it never saw is new, and
@@ -27,11 +27,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.boundary.score import shown
-from grader.chapters import CHAPTERS, find_chapter
+from grader.chapters import find_chapter
 from grader.classroom import timelimit
+from grader.classroom.admission import admit, refused
 from grader.classroom.grading import autograde_with
 from grader.classroom.ledger import (
-    ATTEMPTS,
     FAILED,
     GRADED,
     GRADING,
@@ -133,7 +133,8 @@ class Service:
                 copied = copy_tree(path, self.received / entry.key)
                 seen = datetime.fromisoformat(entry.seen_at).timestamp()
                 entry.submitted_at = _iso(min(max(copied.changed_at, 0), seen))
-                self._admit(entry, term)
+                for old in admit(self.ledger, entry, term):
+                    shutil.rmtree(self.received / old.key, ignore_errors=True)
         except UnsafeSubmission as err:
             entry.status, entry.reason = REFUSED, shown(f"not graded: {err}")
         except Exception as err:  # noqa: BLE001 - one folder never stops the round
@@ -141,52 +142,6 @@ class Service:
         if entry.status != QUEUED:
             shutil.rmtree(self.received / entry.key, ignore_errors=True)
 
-    def _admit(self, entry: Entry, term) -> None:
-        if entry.assignment not in {c.assignment for c in CHAPTERS}:
-            entry.status, entry.reason = HELD, shown("not a chapter of this course")
-            return
-        policy = term.submit_policy(entry.assignment)
-        due = term.due_for(entry.student, entry.assignment)
-        submitted = checked_time(entry.submitted_at)
-        if not policy.enabled:
-            entry.status, entry.reason = HELD, shown("this chapter is graded by your instructor, not on submit")
-            return
-        if due is not None and submitted > due and policy.after_due == "hold":
-            entry.status, entry.reason = HELD, shown("submitted after the due date: your instructor grades it")
-            return
-        refusal = self._refusal(entry, policy, submitted)
-        if refusal:
-            entry.status, entry.reason = REFUSED, refusal
-            return
-        waiting = [e for e in self.ledger.of(entry.student, entry.assignment) if e.status == QUEUED and e is not entry]
-        for old in waiting:  # one place in the queue per learner and chapter: the newest submission
-            old.status, old.reason = SUPERSEDED, shown("replaced in the queue by a newer submission")
-            shutil.rmtree(self.received / old.key, ignore_errors=True)
-        self.ledger.put(*waiting)
-        entry.status = QUEUED
-
-    def _refusal(self, entry: Entry, policy, submitted: datetime) -> str | None:
-        """Why the policy refuses this entry now (attempts used, time between, rate); None: it may be graded."""
-        done = [e for e in self.ledger.of(entry.student, entry.assignment) if e.used_attempt and e is not entry]
-        used = len(done)
-        if policy.attempts is not None and used >= policy.attempts:
-            return (shown(f"not graded: 1 attempt allowed for this chapter, and you have used {used}")
-                    if policy.attempts == 1 else
-                    shown(f"not graded: {policy.attempts} attempts allowed for this chapter, and you have used "
-                          f"{used}"))
-        if done and policy.min_seconds_between:
-            last = max(checked_time(e.submitted_at) for e in done)
-            ready = last.timestamp() + policy.min_seconds_between
-            if submitted.timestamp() < ready:
-                at = datetime.fromtimestamp(ready, timezone.utc).strftime("%H:%M:%S UTC")
-                return shown(f"not graded: wait {policy.min_seconds_between / 60:g} min between attempts "
-                             f"(next from {at})")
-        hour_ago = checked_time(entry.seen_at).timestamp() - 3600
-        recent = [e for e in self.ledger.of(entry.student) if e is not entry and e.status in ATTEMPTS
-                  and e.seen_at and checked_time(e.seen_at).timestamp() > hour_ago]
-        if len(recent) >= policy.per_hour:
-            return shown(f"not graded: at most {policy.per_hour} submissions an hour are graded on submit")
-        return None
 
     # ------------------------------------------------------------ grading
     def step(self) -> list[Entry]:
@@ -202,7 +157,7 @@ class Service:
         for entry in sorted(queued, key=lambda e: e.submitted_at):
             policy = term.submit_policy(entry.assignment)
             try:
-                refusal = self._refusal(entry, policy, checked_time(entry.submitted_at)) if policy.enabled else \
+                refusal = refused(self.ledger, entry, policy, checked_time(entry.submitted_at)) if policy.enabled else \
                     shown("this chapter is graded by your instructor, not on submit")
                 due = term.due_for(entry.student, entry.assignment)
                 early = due is None or checked_time(entry.submitted_at) <= due
@@ -223,6 +178,15 @@ class Service:
     def _fail(self, entry: Entry, err: BaseException | str) -> None:
         entry.status, entry.reason = FAILED, err if isinstance(err, str) else _reason(err)
         self.ledger.put(entry)
+        shutil.rmtree(self.received / entry.key, ignore_errors=True)
+
+    def _prune(self, entries: list[Entry]) -> None:
+        """The service's copies of these learners' submissions it will not grade again (all but the one
+        the gradebook holds, which counts = "best" may grade again): disk bounded per learner and chapter."""
+        for entry in entries:
+            for e in self.ledger.of(entry.student, entry.assignment):
+                if e.status not in (QUEUED, GRADING) and not e.counted:
+                    shutil.rmtree(self.received / e.key, ignore_errors=True)
 
     def _grade(self, assignment: str, entries: list[Entry], term, score_only: bool, release: bool = True):
         """Grade these entries of one chapter; each that cannot be graded ends failed with its reason.
@@ -258,6 +222,7 @@ class Service:
                 self._fail(entry, err)
         if release:
             self._keep_best(chapter, ready, term)
+            self._prune(ready)
         return entries
 
     def _collect(self, entry: Entry, chapter) -> None:

@@ -103,17 +103,23 @@ def test_a_folder_name_from_the_future_does_not_skip_the_wait_between_attempts(t
 
 
 def test_a_year_9999_folder_name_does_not_stop_the_round_for_the_class(tmp_path):
+    # Round 1: mallory's folder claims 31 Dec 9999, and is graded. Round 2: her next submission made
+    # the wait-between-attempts arithmetic overflow, and the round stopped for everyone, every round.
     root, exchange = course(tmp_path, "min_minutes_between = 5")
     service = Service(root, exchange, None)
-    add(service, earlier("mallory", GRADED, minutes_ago=10))
     submit(exchange, "mallory", claimed="9999-12-31 23:59:59.000000 UTC")
+    service.scan()
+    first = newest(service, "mallory")
+    first.status, first.graded_at, first.score = GRADED, NOW.isoformat(), 0.0  # as grading leaves it
+    service.ledger.save()
+    submit(exchange, "mallory")
     submit(exchange, "ben")
     try:
         service.scan()
     except (ValueError, OverflowError) as err:
         pytest.fail(f"the round stopped: {err}")
     assert newest(service, "ben").status == QUEUED
-    assert newest(service, "mallory").status == QUEUED  # graded by the service's clock, not the name's
+    assert datetime.fromisoformat(first.submitted_at).year == NOW.year  # the service's clock, not the name's
 
 
 def test_a_notebook_rewritten_after_it_was_seen_is_graded_as_seen(tmp_path, pool):
@@ -145,7 +151,9 @@ def test_a_hard_link_to_the_source_notebook_is_refused(tmp_path):
 def test_an_inbound_folder_that_is_a_link_to_the_source_folder_is_never_queued(tmp_path):
     root, exchange = course(tmp_path)
     name = f"mallory+{CHAPTER.assignment}+{stamp(NOW)}+x"
-    (exchange / COURSE_ID / "inbound" / name).symlink_to(source_folder(root))
+    target = source_folder(root)
+    os.utime(target, (time.time() - 3600, time.time() - 3600))  # the instructor's folder, written an hour ago
+    (exchange / COURSE_ID / "inbound" / name).symlink_to(target)
     service = Service(root, exchange, None)
     service.scan()
     assert [e.status for e in service.ledger.of("mallory")] in ([], [REFUSED])
