@@ -8,7 +8,10 @@
 - an LMS download, a zip or a flat folder of files named after the learner (grader.classroom.lms),
   unpacked into `<course-dir>/lms/<student>/<assignment>/`.
 The submission time is nbgrader's `timestamp.txt` where the exchange (or the LMS) gave one; it is
-never a file's mtime.
+never a file's mtime. `grader collect` (`collect` below) fills `submitted/` from the exchange in place of
+`nbgrader collect`, through the safe copier, with the grader's own times; after `nbgrader collect`,
+timestamp.txt is the learner's claim, range-checked and bounded by when it was written
+(grader.classroom.submissions.submission_time).
 """
 from __future__ import annotations
 
@@ -91,7 +94,7 @@ def keep_originals(root: Path) -> tuple[list[Submission], list[str]]:
     that is not a regular one makes that learner's submission a zero with the reason, never a read."""
     submitted, originals = root / "submitted", root / ORIGINALS
     found, notes = [], []
-    for folder in sorted(p for p in submitted.glob("*/*") if p.is_dir()):
+    for folder in sorted(p for p in submitted.glob("*/*") if p.is_dir() and not p.name.startswith(".")):
         kept = originals / folder.relative_to(submitted)
         key = _exchange_key(folder)
         if folder.is_symlink() or folder.parent.is_symlink() or not kept.is_dir() or \

@@ -56,7 +56,7 @@ def add(service: Service, entry: Entry) -> None:
 
 
 def earlier(student: str, status: str, minutes_ago: float, graded: bool = True, n: int = 0) -> Entry:
-    when = (NOW - timedelta(minutes=minutes_ago)).isoformat()
+    when = (datetime.now(timezone.utc) - timedelta(minutes=minutes_ago)).isoformat()  # now, not at import
     return Entry(f"{student}+{CHAPTER.assignment}+{when}+old{n}", student, CHAPTER.assignment, when, status=status,
                  seen_at=when, graded_at=when if graded else None, score=0.0)
 
