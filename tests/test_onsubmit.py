@@ -260,3 +260,17 @@ def test_a_notebook_linked_to_the_class_solutions_is_refused(tmp_path, pool):
     [entry] = Ledger(root).of("ada")
     assert entry.status == REFUSED and "links" in entry.reason
     assert not (root / "submitted" / "ada").exists()
+
+
+def test_the_time_limit_is_fitted_to_the_chapters_reference():
+    from grader.classroom.submitpolicy import SubmitPolicy
+    from grader.classroom.timelimit import FLOOR_SECONDS, fitted
+
+    assert fitted(SubmitPolicy(), 2.0, 1800) == FLOOR_SECONDS  # a fast chapter: the floor
+    assert fitted(SubmitPolicy(time_limit_factor=4), 30.0, 1800) == 120
+    assert fitted(SubmitPolicy(), None, 1800) == 1800  # not measured yet: the pool's own limit
+    assert fitted(SubmitPolicy(time_limit_seconds=20.0), 30.0, 1800) == 20
+    policies = parse_on_submit({"chapters": ["02"], "time_limit_factor": 3, "per_hour": 4}, "t")
+    assert policies[CHAPTER.assignment].time_limit_factor == 3 and policies[CHAPTER.assignment].per_hour == 4
+    with pytest.raises(ValueError, match="per_hour: 0"):
+        parse_on_submit({"per_hour": 0}, "t")
