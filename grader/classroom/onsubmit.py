@@ -223,6 +223,8 @@ class Service:
         if release:
             self._keep_best(chapter, ready, term)
             self._prune(ready)
+            if not term.submit_policy(assignment).time_limit_seconds:
+                timelimit.measure(self.pool, self.course_dir, chapter)  # once per chapter, feedback already out
         return entries
 
     def _collect(self, entry: Entry, chapter) -> None:
@@ -242,8 +244,7 @@ class Service:
         work = self.course_dir / STATE_DIR / "work"
         try:
             policy = term.submit_policy(chapter.assignment)
-            reference = None if policy.time_limit_seconds else \
-                timelimit.reference_seconds(self.pool, self.course_dir, chapter)
+            reference = timelimit.known_seconds(self.course_dir, chapter)
             limit = timelimit.fitted(policy, reference, self.pool.limits.submission_seconds)
             with timelimit.limited(self.pool, limit):
                 _, results = autograde_with(self.pool, work, self.course_dir, timeout=self.timeout, chapters=[chapter],

@@ -19,18 +19,24 @@ FLOOR_SECONDS = 60  # a loaded machine, a cold first run: no reference is judged
 FILE = "reference-seconds.json"
 
 
-def reference_seconds(pool, course_dir: Path, chapter: Chapter) -> float | None:
-    """What the chapter's reference takes in `pool`, measured once (None: no release to measure yet)."""
+def known_seconds(course_dir: Path, chapter: Chapter) -> float | None:
+    """The chapter's reference time, if measured in this course directory."""
+    path = Path(course_dir) / STATE_DIR / FILE
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    return float(kept[chapter.assignment]) if chapter.assignment in kept else None
+
+
+def measure(pool, course_dir: Path, chapter: Chapter) -> float | None:
+    """Time the chapter's reference in `pool` once (after a batch's feedback is out, so no learner
+    waits for it); None while there is no release to measure against, or the run failed."""
     import nbformat
 
     from grader.authoring import samples
     from grader.boundary.unit import Job
     from grader.classroom.grading import job_cells
 
-    path = Path(course_dir) / STATE_DIR / FILE
-    kept = json.loads(path.read_text()) if path.is_file() else {}
-    if chapter.assignment in kept:
-        return float(kept[chapter.assignment])
+    if known_seconds(course_dir, chapter) is not None:
+        return known_seconds(course_dir, chapter)
     release_dir = Path(course_dir) / "release" / chapter.assignment
     if not (release_dir / chapter.notebook_name).is_file():
         return None
@@ -42,6 +48,8 @@ def reference_seconds(pool, course_dir: Path, chapter: Chapter) -> float | None:
         return None
     if verdict.error:
         return None
+    path = Path(course_dir) / STATE_DIR / FILE
+    kept = json.loads(path.read_text()) if path.is_file() else {}
     kept[chapter.assignment] = round(verdict.seconds, 2)
     path.write_text(json.dumps(kept, indent=1))
     return verdict.seconds
