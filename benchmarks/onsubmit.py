@@ -5,9 +5,13 @@ hub runs it (a warm sandboxed pool), minus the hub's HTTP layer.
 
     .venv/bin/python benchmarks/onsubmit.py                  # 5 learners one at a time, then a burst of 20
     .venv/bin/python benchmarks/onsubmit.py --single 10 --burst 20 --chapter 02 --jobs 2
+    .venv/bin/python benchmarks/onsubmit.py --single 0 --burst 0 --flood 1200
 
 The burst: N learners submit within 10 s (one every 10/N s); the figure is the time from the first
 submission to the last feedback, and the gradebook must then hold exactly N rows.
+The flood: one learner leaves N folders in the inbound folder at once; the figures are the service's
+round that first sees them (its scan), a later round's scan, and how long an honest classmate who
+submits right after waits for feedback.
 """
 from __future__ import annotations
 
@@ -57,11 +61,48 @@ def wait(paths: list[Path], timeout: float = 600) -> float:
     return time.perf_counter() - start
 
 
+def timed(service) -> list[float]:
+    """The seconds of each of the service's scans (appended as they happen)."""
+    seconds, scan = [], service.scan
+
+    def measured():
+        start = time.perf_counter()
+        try:
+            return scan()
+        finally:
+            seconds.append(time.perf_counter() - start)
+
+    service.scan = measured
+    return seconds
+
+
+def flood(exchange: Path, chapter, n: int, scans: list[float]) -> None:
+    """One learner's n folders at once, then an honest classmate's submission."""
+    nb = samples.released(chapter)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+    staging = exchange / "staging" / "flood"
+    for i in range(n):
+        folder = staging / f"flooder+{chapter.assignment}+{stamp}+{i:05d}"
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / chapter.notebook_name)
+        (folder / "timestamp.txt").write_text(stamp)
+    before = len(scans)
+    for folder in sorted(staging.iterdir()):
+        folder.rename(exchange / COURSE_ID / "inbound" / folder.name)
+    feedback = submit(exchange, "honest", chapter, samples.reference(chapter))
+    waited = wait([feedback])
+    time.sleep(1.0)  # a few more rounds with every folder known
+    rounds = scans[before:]
+    print(f"flood of {n} folders from one learner: the round that saw them scanned in {max(rounds):.2f} s, "
+          f"a later round in {rounds[-1]:.3f} s; an honest classmate waited {waited:.1f} s for feedback")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chapter", default="02")
     parser.add_argument("--single", type=int, default=5, help="learners submitting one at a time")
     parser.add_argument("--burst", type=int, default=20, help="learners submitting within 10 s")
+    parser.add_argument("--flood", type=int, default=0, help="folders one learner leaves in the inbound folder")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     chapter = find_chapter(args.chapter)
@@ -76,6 +117,7 @@ def main() -> int:
         started = time.perf_counter()
         pool.start()
         service = Service(root, exchange, pool)
+        scans = timed(service)
         worker = threading.Thread(target=service.serve, args=(0.2,), daemon=True)
         worker.start()
         print(f"service up (pool started) in {time.perf_counter() - started:.1f} s; chapter {chapter.assignment}, "
@@ -102,6 +144,8 @@ def main() -> int:
                   f"(goal: <= 180 s); gradebook rows for them: {len(rows)} (expected {args.burst})")
             if len(rows) != args.burst:
                 return 1
+        if args.flood:
+            flood(exchange, chapter, args.flood, scans)
         service.stop()
         worker.join(timeout=120)
     forkserver.stop()

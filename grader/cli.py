@@ -103,6 +103,14 @@ def cmd_autograde(args) -> int:
     return 0
 
 
+def cmd_collect(args) -> int:
+    from grader.classroom.intake import collect  # lazy: start-up
+
+    for note in collect(args.exchange, args.course_dir, check_owner=args.check_owner):
+        print(note)
+    return 0
+
+
 def cmd_serve(args) -> int:
     from grader.classroom.term import load_term  # lazy: start-up
 
@@ -246,6 +254,15 @@ def main(argv: list[str] | None = None) -> int:
                         "machine)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_autograde)
+
+    p = sub.add_parser("collect", help="nbgrader collect, safely: the exchange's newest submissions into "
+                       "COURSE_DIR/submitted/ (no links followed, regular files only, the grader's own times)")
+    p.add_argument("--course-dir", default="nbgrader-course")
+    p.add_argument("--exchange", default=os.environ.get("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange"),
+                   help="nbgrader's exchange root (default: $COURSE_EXCHANGE_ROOT)")
+    p.add_argument("--check-owner", action="store_true",
+                   help="refuse a submission whose folder is not owned by the learner it names (a unix user each)")
+    p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("serve", help="grade on submit: the hub's grading service (README: Grading on submit)")
     p.add_argument("--course-dir", default="nbgrader-course")

@@ -20,6 +20,7 @@ the deployment's nbgrader config) are not integration tests and run in `make tes
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -27,6 +28,7 @@ import re
 import secrets
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -422,8 +424,9 @@ def login(page: Page, hub: Hub, user: str) -> None:
 
 
 def ledger_rows(hub: Hub, student: str) -> list[dict]:
-    path = hub.course / "on-submit" / "state.json"
-    rows = json.loads(path.read_text())["entries"] if path.is_file() else []
+    path = hub.course / "on-submit" / "ledger.sqlite"  # grader.classroom.ledger: one JSON row per entry
+    with contextlib.closing(sqlite3.connect(path)) if path.is_file() else contextlib.nullcontext() as db:
+        rows = [json.loads(data) for (data,) in db.execute("SELECT data FROM entries")] if db else []
     return sorted((r for r in rows if r["student"] == student and r["assignment"] == ON_SUBMIT.assignment),
                   key=lambda r: r["submitted_at"])
 

@@ -4,6 +4,7 @@ and Chromium: tests/test_hub.py."""
 import json
 import os
 import secrets
+from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool
 from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
-from grader.classroom.ledger import GRADED, GRADING, QUEUED, REFUSED, SUPERSEDED, Ledger, parse_inbound
+from grader.classroom.ledger import GRADED, GRADING, QUEUED, REFUSED, SUPERSEDED, Entry, Ledger, parse_inbound
 from grader.classroom.onsubmit import Service
 from grader.classroom.submitpolicy import parse_on_submit
 from grader.coursedir import COURSE_ID
@@ -150,11 +151,18 @@ def test_inbound_names():
     assert parse_inbound("ada+02+not a time+x") is None
 
 
-def test_the_ledger_is_written_whole_through_a_temporary_file(tmp_path):
+def test_the_ledger_is_sqlite_and_an_old_json_ledger_is_migrated(tmp_path):
+    old = Entry("ada+02_self_attention+2026-11-25 10:00:00 UTC+x", "ada", CHAPTER.assignment,
+                "2026-11-25T10:00:00+00:00", status=GRADED, score=3.0)
+    (tmp_path / "on-submit").mkdir()
+    (tmp_path / "on-submit" / "state.json").write_text(json.dumps({"entries": [asdict(old)]}))
     ledger = Ledger(tmp_path)
-    ledger.save()
-    assert json.loads((tmp_path / "on-submit" / "state.json").read_text()) == {"entries": []}
-    assert not (tmp_path / "on-submit" / "state.tmp").exists() and os.path.isdir(tmp_path / "on-submit")
+    assert ledger.of("ada") == [old] and not (tmp_path / "on-submit" / "state.json").exists()
+    newer = Entry("ada+02_self_attention+2026-11-26 10:00:00 UTC+y", "ada", CHAPTER.assignment,
+                  "2026-11-26T10:00:00+00:00")
+    ledger.put(newer)
+    assert Ledger(tmp_path).of("ada", CHAPTER.assignment) == [newer, old]  # read back from SQLite
+    assert (tmp_path / "on-submit" / "ledger.sqlite").is_file() and os.path.isdir(tmp_path / "on-submit")
 
 
 def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path, pool):
@@ -252,3 +260,17 @@ def test_a_notebook_linked_to_the_class_solutions_is_refused(tmp_path, pool):
     [entry] = Ledger(root).of("ada")
     assert entry.status == REFUSED and "links" in entry.reason
     assert not (root / "submitted" / "ada").exists()
+
+
+def test_the_time_limit_is_fitted_to_the_chapters_reference():
+    from grader.classroom.submitpolicy import SubmitPolicy
+    from grader.classroom.timelimit import FLOOR_SECONDS, fitted
+
+    assert fitted(SubmitPolicy(), 2.0, 1800) == FLOOR_SECONDS  # a fast chapter: the floor
+    assert fitted(SubmitPolicy(time_limit_factor=4), 30.0, 1800) == 120
+    assert fitted(SubmitPolicy(), None, 1800) == 1800  # not measured yet: the pool's own limit
+    assert fitted(SubmitPolicy(time_limit_seconds=20.0), 30.0, 1800) == 20
+    policies = parse_on_submit({"chapters": ["02"], "time_limit_factor": 3, "per_hour": 4}, "t")
+    assert policies[CHAPTER.assignment].time_limit_factor == 3 and policies[CHAPTER.assignment].per_hour == 4
+    with pytest.raises(ValueError, match="per_hour: 0"):
+        parse_on_submit({"per_hour": 0}, "t")

@@ -1,14 +1,17 @@
 """Every CSV the course writes goes through here: a cell a spreadsheet would read as a formula is
 neutralised as OWASP's CSV-injection guidance says (a leading `=`, `+`, `-`, `@`, tab or carriage
-return gets a `'` in front). Numbers stay numbers: a negative score is
-written as a number, not as text, because it came from the grader, not from a learner."""
+return gets a `'` in front). Beyond OWASP's list: a trigger after leading spaces or line breaks (a
+spreadsheet may trim them on import) and the full-width forms some spreadsheets read as the ASCII
+ones. Numbers stay numbers: a negative score is written as a number, not as text, because it came
+from the grader, not from a learner."""
 from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+TRIGGERS = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+LEADING = " \n\u00a0\u3000\ufeff"  # what a spreadsheet may drop before it reads the first character
 
 
 def neutralise(cell):
@@ -17,7 +20,7 @@ def neutralise(cell):
     if cell is None or isinstance(cell, (bool, int, float)):
         return cell
     text = str(cell)
-    return "'" + text if text.startswith(TRIGGERS) else text
+    return "'" + text if text.startswith(TRIGGERS) or text.lstrip(LEADING).startswith(TRIGGERS) else text
 
 
 def write_rows(path: Path, fieldnames: list[str], rows: Iterable[Mapping]) -> None:

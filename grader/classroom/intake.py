@@ -8,16 +8,24 @@
 - an LMS download, a zip or a flat folder of files named after the learner (grader.classroom.lms),
   unpacked into `<course-dir>/lms/<student>/<assignment>/`.
 The submission time is nbgrader's `timestamp.txt` where the exchange (or the LMS) gave one; it is
-never a file's mtime.
+never a file's mtime. `grader collect` (`collect` below) fills `submitted/` from the exchange in place of
+`nbgrader collect`, through the safe copier, with the grader's own times; after `nbgrader collect`,
+timestamp.txt is the learner's claim, range-checked and bounded by when it was written
+(grader.classroom.submissions.submission_time).
 """
 from __future__ import annotations
 
 import shutil
+import time
 import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.classroom import lms
-from grader.classroom.submissions import TIMESTAMP_FILE, Submission, submission_time
+from grader.classroom.ledger import inbound_groups
+from grader.classroom.safecopy import SAFE_NAME, UnsafeSubmission, copy_tree, owner_of
+from grader.classroom.submissions import TIMESTAMP_FILE, Submission, submission_time, write_timestamp
+from grader.coursedir import COURSE_ID
 
 SECRET_FILE = "submission_secret.txt"  # nbgrader's key for releasing feedback to this submission
 ORIGINALS = "originals"
@@ -79,20 +87,58 @@ def _exchange_key(folder: Path) -> str | None:
 
 def keep_originals(root: Path) -> tuple[list[Submission], list[str]]:
     """Grade the course directory's own `submitted/` without losing a learner's notebook: each
-    `<student>/<assignment>/` folder is copied to `originals/` when first seen or when `nbgrader collect`
+    `<student>/<assignment>/` folder is copied to `originals/` when first seen or when a collect
     brought a newer submission (another timestamp), and graded from there. `submitted/` keeps
-    nbgrader's timestamp.txt and submission secret, so release_feedback still finds the learner."""
+    nbgrader's timestamp.txt and submission secret, so release_feedback still finds the learner.
+    The copy is grader.classroom.safecopy's: a link (to the class's source notebook, say) or any file
+    that is not a regular one makes that learner's submission a zero with the reason, never a read."""
     submitted, originals = root / "submitted", root / ORIGINALS
     found, notes = [], []
-    for folder in sorted(p for p in submitted.glob("*/*") if p.is_dir()):
+    for folder in sorted(p for p in submitted.glob("*/*") if p.is_dir() and not p.name.startswith(".")):
         kept = originals / folder.relative_to(submitted)
         key = _exchange_key(folder)
-        if not kept.is_dir() or (key is not None and key != _exchange_key(kept)):
-            shutil.rmtree(kept, ignore_errors=True)
-            shutil.copytree(folder, kept, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        if folder.is_symlink() or folder.parent.is_symlink() or not kept.is_dir() or \
+                (key is not None and key != _exchange_key(kept)):
+            try:
+                if folder.parent.is_symlink():  # submitted/<student> itself a link: nothing under it is read
+                    raise UnsafeSubmission(f"{folder.parent.name}: a link (links are never followed)")
+                copy_tree(folder, kept)
+            except UnsafeSubmission as err:
+                shutil.rmtree(kept, ignore_errors=True)
+                refused = Submission(kept / folder.name, folder.parent.name, error=str(err))
+                refused.notes.append(f"{folder}: not copied: {err}")
+                found.append(refused)
+                continue
         elif key is None:
             notes.append(f"note: {folder} has no {TIMESTAMP_FILE}: graded the notebook kept at {kept} on the first run "
                          f"(delete that folder to grade what is in submitted/ now)")
         student = kept.parent
         found += [submission(path, student) for path in _notebooks(kept)]
     return found, notes
+
+
+def collect(exchange: str | Path, course_dir: str | Path, check_owner: bool = False) -> list[str]:
+    """`grader collect`: what `nbgrader collect` does, from the exchange's inbound folder into the course
+    directory's `submitted/<student>/<assignment>/`, each learner's newest submission of each chapter,
+    through the safe copier (no link followed, regular files only, bounded), with timestamp.txt the
+    kernel's time of the last change to what was copied, not the learner's. `check_owner`: a folder
+    not owned by the unix user it names is refused (each learner a unix user). Returns the notes."""
+    inbound = Path(exchange) / COURSE_ID / "inbound"
+    if not inbound.is_dir():
+        raise ValueError(f"{inbound}: no such folder (the exchange root is --exchange)")
+    submitted, notes, now = Path(course_dir) / "submitted", [], time.time()
+    for (student, assignment), items in sorted(inbound_groups(inbound).items()):
+        name = items[0][1]
+        if not SAFE_NAME.fullmatch(student) or (check_owner and owner_of(inbound / name) != student):
+            notes.append(f"refused: {name}: not written by a learner of that name")
+            continue
+        target = submitted / student / assignment
+        try:
+            copied = copy_tree(inbound / name, target)
+        except UnsafeSubmission as err:
+            notes.append(f"refused: {name}: {err}")
+            continue
+        write_timestamp(target / TIMESTAMP_FILE, datetime.fromtimestamp(min(copied.changed_at, now), timezone.utc))
+        notes.append(f"collected: {student} {assignment} ({name}" +
+                     (f"; {len(items) - 1} older submission(s) left)" if len(items) > 1 else ")"))
+    return notes

@@ -5,12 +5,18 @@ An LMS names each file after the learner who uploaded it:
   getting `-1`, `-2`, ... before the extension;
 - Moodle: `<Full Name>_<id>_assignsubmission_file_<file name>` (older) or a folder
   `<Full Name>_<id>_assignsubmission_file/<file name>` (newer);
-- anything else: `--pattern REGEX` with the named groups `student` and, optionally, `file` (the
-  notebook's own name; default: the whole name) and `timestamp` (ISO 8601), as nbgrader's zip_collect.
+- anything else: `--pattern REGEX` with the named groups `student` and, optionally, `user` (the LMS's
+  id of the learner; default: `student`), `file` (the notebook's own name; default: the whole name)
+  and `timestamp` (ISO 8601), as nbgrader's zip_collect.
+A learner is keyed by the LMS's own user id, never by the name in the file name (a display name, which
+two learners may share and a learner may change): the unpacked folder, so the gradebook's student id,
+is the user id, and `lms/learners.csv` lists each id with the name(s) the download gave it. Two
+learners sharing a name never shadow each other, and nothing one learner sends stops the batch.
 Every file is matched to one learner and one chapter or listed as unmatched, with its name and why.
 When a learner sent one chapter twice, the later one counts (by the LMS time where the pattern gives
 one, else the resubmission number, else Canvas's attachment id, which grows with every upload), and
-the notes say which file won and by what; when nothing tells them apart it is an error, never a guess.
+the notes say which file won and by what; when nothing tells them apart neither is graded (a note
+says so, to check by hand), never a guess.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from grader.classroom.csvsafe import write_rows
 from grader.classroom.submissions import MAX_NOTEBOOK_MB, BadSubmission, identify_with_rule, write_timestamp
 
 CANVAS = re.compile(r"^(?P<student>[^_/]+?)(?P<late>_(?:LATE|late))?"
@@ -30,6 +37,8 @@ MOODLE = re.compile(r"^(?P<student>[^/]+?)_(?P<user>\d+)_assignsubmission_file[_
 PATTERNS = {"Canvas": CANVAS, "Moodle": MOODLE}
 RESUBMISSION = re.compile(r"^(?P<stem>.+?)-(?P<number>\d+)(?P<ext>\.[^.]+)$")
 IGNORED = ("__MACOSX/", ".DS_Store")
+SAFE_ID = re.compile(r"\w[\w.@ -]{0,99}")  # it becomes a folder name (and an nbgrader student id)
+LEARNERS = "lms-learners.csv"
 # A late policy needs the time of each submission; a Canvas download gives only this mark.
 LATE_WITHOUT_TIME = ("Canvas marks it late, but a Canvas download carries no submission time, so no late penalty "
                      "is computed here (graded as on time). To apply the term's policy, give the time: rename the file "
@@ -40,12 +49,16 @@ LATE_WITHOUT_TIME = ("Canvas marks it late, but a Canvas download carries no sub
 @dataclass
 class Upload:
     name: str  # as in the download (a path inside the zip or folder)
-    student: str
+    student: str  # the name the file name gives (shown, never an identity)
     file: str  # the learner's own file name, LMS prefix and resubmission number removed
     resubmission: int = 0
     attachment: int = 0
     submitted_at: datetime | None = None
     late: bool = False  # Canvas's mark: said in the notes (LATE_WITHOUT_TIME); no time, so no penalty here
+    user: str = ""  # the LMS's id of the learner: who it is
+
+    def __post_init__(self):
+        self.user = self.user or self.student
 
     def order(self) -> tuple:
         return (self.submitted_at or datetime.min.replace(tzinfo=timezone.utc), self.resubmission, self.attachment)
@@ -78,7 +91,7 @@ def match(name: str, regex: re.Pattern | None = None) -> Upload | None:
         groups = found.groupdict()
         own = (groups.get("file") or name).rsplit("/", 1)[-1]
         upload = Upload(name, groups["student"].strip(), own, attachment=int(groups.get("attachment") or 0),
-                        late=bool(groups.get("late")))
+                        late=bool(groups.get("late")), user=(groups.get("user") or "").strip())
         if groups.get("timestamp"):
             try:
                 stamp = datetime.fromisoformat(groups["timestamp"])
@@ -139,7 +152,7 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> list[str]
         raise ValueError(f"{source} is inside {lms_dir}, which grader rewrites: put the download elsewhere")
     shutil.rmtree(lms_dir, ignore_errors=True)
     lms_dir.mkdir(parents=True)
-    notes, chosen = [], {}
+    notes, chosen, names, tied = [], {}, {}, set()
     with tempfile.TemporaryDirectory(prefix="grader-lms-") as tmp:
         files = _files(source, Path(tmp))
         if not files:
@@ -150,7 +163,7 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> list[str]
             except ValueError as err:  # one file's name, never the whole download
                 notes.append(f"unmatched: {err}")
                 continue
-            if upload is None or "/" in upload.student or upload.student in (".", ".."):
+            if upload is None or not SAFE_ID.fullmatch(upload.user):
                 which = "--pattern" if regex else "neither the Canvas nor the Moodle pattern"
                 notes.append(f"unmatched: {name}: the name carries no learner ({which} does not match)")
                 continue
@@ -164,27 +177,45 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> list[str]
                 continue
             if rule:
                 notes.append(f"recognised: {name}: {rule}")
-            key = (upload.student, chapter)
+            names.setdefault(upload.user, set()).add(upload.student)
+            key = (upload.user, chapter)
             if key in chosen:
                 earlier, _ = chosen[key]
                 if earlier.order() == upload.order():
-                    raise ValueError(f"{source}: {earlier.name} and {name} are both {upload.student}'s "
-                                     f"{chapter.assignment} "
-                                     "and nothing says which is later; remove one and grade again")
+                    tied.add(key)
+                    notes.append(f"not graded: {earlier.name} and {name} are both {_who(upload)}'s "
+                                 f"{chapter.assignment} and nothing says which is later; check by hand")
+                    continue
                 later, superseded = (upload, earlier) if upload.order() > earlier.order() else (earlier, upload)
-                notes.append(f"resubmitted: {upload.student} {chapter.assignment}: {later.name} counts, "
+                notes.append(f"resubmitted: {_who(upload)} {chapter.assignment}: {later.name} counts, "
                              f"{later.why_later(superseded)}; {superseded.name} is not graded")
                 if later is earlier:
                     continue
+                tied.discard(key)
             chosen[key] = (upload, named)
-        for (student, chapter), (upload, named) in chosen.items():
-            folder = lms_dir / student / chapter.assignment
+        for key in tied:
+            del chosen[key]
+        for (user, chapter), (upload, named) in chosen.items():
+            folder = lms_dir / user / chapter.assignment
             folder.mkdir(parents=True, exist_ok=True)
             _copy(named, folder / chapter.notebook_name)
             if upload.submitted_at:
                 write_timestamp(folder / "timestamp.txt", upload.submitted_at)
             if upload.late and not upload.submitted_at:
                 notes.append(f"late: {upload.name}: {LATE_WITHOUT_TIME}")
+    write_rows(lms_dir.parent / LEARNERS, ["student_id", "names in the download"],
+               [{"student_id": user, "names in the download": "; ".join(sorted(given))}
+                for user, given in sorted(names.items())])
+    shared = {n for n in set().union(*names.values()) if sum(n in given for given in names.values()) > 1} \
+        if names else set()
+    for name in sorted(shared):
+        notes.append(f"shared name: {name!r} is the name of learners "
+                     f"{', '.join(u for u, given in sorted(names.items()) if name in given)}: each graded as their own")
     notes.insert(0, f"LMS download {source}: {len(chosen)} submission(s) from {len({s for s, _ in chosen})} "
-                    f"learner(s) unpacked into {lms_dir}")
+                    f"learner(s) unpacked into {lms_dir} (each learner's folder is their LMS user id: "
+                    f"{lms_dir.parent / LEARNERS} gives their names)")
     return notes
+
+
+def _who(upload: Upload) -> str:
+    return upload.user if upload.user == upload.student else f"{upload.student} (user {upload.user})"

@@ -3,30 +3,35 @@
 The hub runs this as a service (`grader serve`, deploy/jupyterhub/jupyterhub_config.py), as the
 grading user. nbgrader's exchange is the queue: every folder in `<exchange>/<course>/inbound/`
 (`student+assignment+timestamp+random`, nbgrader's name for one submission) is one entry of the
-ledger `<course dir>/on-submit/state.json` (grader.classroom.ledger), which says what became of it.
+ledger `<course dir>/on-submit/ledger.sqlite` (grader.classroom.ledger), which says what became of it.
 
 A restarted service reads the ledger and the exchange again: what was being graded when it stopped
-is queued again, what it never saw is new, and nothing is lost or counted twice. Grading goes the
-same way as `grader autograde` (grader.classroom.grading.autograde_with: the sandboxed pool, the
-gradebook, the late policy of term.toml, the notes), a batch of the queue at a time on a pool kept
-warm; then nbgrader's generate_feedback and release_feedback for those learners alone, so their
-Fetch Feedback finds it. The policy is term.toml's [on_submit] (grader.classroom.submitpolicy).
+is queued again (every round: an entry left at "grading" is stale), what it never saw is new, and
+nothing is lost or counted twice. Grading goes the same way as `grader autograde`
+(grader.classroom.grading.autograde_with: the sandboxed pool, the gradebook, the late policy of
+term.toml, the notes), a batch of the queue at a time on a pool kept warm; then nbgrader's
+generate_feedback and release_feedback for those learners alone, so their Fetch Feedback finds it.
+The policy is term.toml's [on_submit] (grader.classroom.submitpolicy).
+
+What a learner writes is data here: a folder is copied once, when first seen, through
+grader.classroom.safecopy (regular files only, no link followed, sizes and counts bounded) into
+`on-submit/received/<key>/`, and graded from that copy; its time is the kernel's (the copy's
+`changed_at`, never later than when the service saw it), not the folder name or timestamp.txt.
+Each entry is handled on its own: whatever fails ends that entry failed with its reason.
 """
 from __future__ import annotations
 
-import pwd
-import re
 import shutil
 import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.boundary.score import shown
-from grader.chapters import CHAPTERS, find_chapter
+from grader.chapters import find_chapter
+from grader.classroom import timelimit
+from grader.classroom.admission import admit, refused
 from grader.classroom.grading import autograde_with
 from grader.classroom.ledger import (
-    ATTEMPTS,
     FAILED,
     GRADED,
     GRADING,
@@ -37,18 +42,20 @@ from grader.classroom.ledger import (
     SUPERSEDED,
     Entry,
     Ledger,
+    checked_time,
+    inbound_groups,
     now,
-    parse_inbound,
 )
 from grader.classroom.phrasebook import edition_of
 from grader.classroom.recording import nbgrader_api
-from grader.classroom.submissions import TIMESTAMP_FILE
+from grader.classroom.safecopy import SAFE_NAME, UnsafeSubmission, copy_tree, owner_of
+from grader.classroom.submissions import TIMESTAMP_FILE, write_timestamp
 from grader.classroom.term import WAITING, PolicyFile
 from grader.classroom.total import course_totals
 from grader.classroom.visibility import hides_messages, policy_for
 from grader.coursedir import COURSE_ID, CourseDir
 
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")  # a hub user name, safe as a folder name
+MAX_TRIES = 3  # gradings started on one entry before it ends failed (the grader stopped on it each time)
 
 
 
@@ -68,16 +75,13 @@ class Service:
                  term_file: str | Path | None = None, check_owner: bool = False):
         self.course_dir, self.exchange = Path(course_dir).resolve(), Path(exchange)
         self.inbound = self.exchange / COURSE_ID / "inbound"
+        self.received = self.course_dir / STATE_DIR / "received"
         self.pool, self.timeout, self.term_file = pool, timeout, term_file
         # Where each learner is a unix user, the exchange's inbound folder is writable by all of them:
         # only the folder's owner tells who submitted it (nbgrader's collect merely warns).
         self.check_owner = check_owner
         self.ledger = Ledger(self.course_dir)
-        with self.ledger.lock:  # what a stopped service was grading is graded again
-            for entry in self.ledger.entries.values():
-                if entry.status == GRADING:
-                    entry.status, entry.reason = QUEUED, shown("queued again: the grading service restarted")
-            self.ledger.save()
+        self.requeue_stale(shown("queued again: the grading service restarted"))
         self.stopping = threading.Event()
         self.policy = PolicyFile(self.course_dir, term_file)
 
@@ -89,85 +93,88 @@ class Service:
         term = self.term()
         return course_totals(self.course_dir, term.policy) if term else {}
 
+    def requeue_stale(self, reason: str) -> None:
+        """Entries left at "grading" (nothing grades between rounds) go back in the queue; one the
+        grader stopped on MAX_TRIES times ends failed instead (it is not an attempt used)."""
+        stale = [e for e in self.ledger.of() if e.status == GRADING]
+        for entry in stale:
+            if entry.tries >= MAX_TRIES:
+                entry.status = FAILED
+                entry.reason = shown(f"not graded: the grader stopped {entry.tries} times while grading it")
+            else:
+                entry.status, entry.reason = QUEUED, reason
+        self.ledger.put(*stale)
+
     # ------------------------------------------------------------ the queue
     def scan(self) -> list[Entry]:
-        """New inbound folders into the ledger, each admitted, held or refused by the policy."""
+        """New inbound folders into the ledger: per learner and chapter the newest is admitted, held or
+        refused by the policy, the others superseded at once (never copied). Linear in the folders."""
         if not self.inbound.is_dir():
             return []
-        term, added = self.term(), []
-        for entry in reversed([e for e in self.ledger.of() if e.reason == WAITING] if term else []):
-            with self.ledger.lock:  # admitted as if new, oldest first
-                entry.reason = ""
-                del self.ledger.entries[entry.id]
-                self._admit(entry, term)
-                self.ledger.entries[entry.id] = entry
-                self.ledger.save()
-        new = [p for p in self.inbound.iterdir() if p.is_dir() and p.name not in self.ledger.entries]
-        parsed = [(p, parse_inbound(p.name)) for p in new]
-        for path, info in sorted((x for x in parsed if x[1]), key=lambda x: x[1][2]):
-            student, assignment, when = info
-            if not (path / TIMESTAMP_FILE).is_file() and time.time() - path.stat().st_mtime < 5:
-                continue  # nbgrader is still copying it in: next round
-            entry = Entry(path.name, student, assignment, when.isoformat(), seen_at=now().isoformat())
+        term = self.term()
+        self._admit_waiting(term)
+        seen, groups = now(), inbound_groups(self.inbound, self.ledger.entries)
+        if not groups:
+            return []
+        added = []
+        for (student, assignment), items in groups.items():  # the newest by the kernel's clock first
+            entries = [Entry(name, student, assignment, _iso(min(ctime, seen.timestamp())), seen_at=seen.isoformat(),
+                             claimed_at=claimed.isoformat() if claimed else "")
+                       for ctime, name, claimed in items]
+            for older in entries[1:]:
+                older.status, older.reason = SUPERSEDED, shown("replaced in the queue by a newer submission")
             with self.ledger.lock:
-                owner = owner_of(path) if self.check_owner else student
-                links = [p.name for p in path.rglob("*") if p.is_symlink()]
-                if not SAFE_NAME.fullmatch(student) or student in (".", ".."):  # it becomes a folder name
-                    entry.status, entry.reason = REFUSED, shown("not graded: not a learner name the grader accepts")
-                elif links:  # the grading user could read what a link names (the class's source notebooks)
-                    entry.status, entry.reason = REFUSED, shown(f"not graded: the submission holds links ({links[0]})")
-                elif owner != student:
-                    entry.status = REFUSED
-                    entry.reason = shown(f"not graded: the folder names {student} but the unix user {owner} wrote it")
-                elif term is None:
-                    entry.reason = WAITING  # queued, admitted once the term file is fixed
-                else:
-                    self._admit(entry, term)
-                self.ledger.entries[entry.id] = entry
-                self.ledger.save()
-            added.append(entry)
+                self._one(entries[0], term)
+                self.ledger.put(*entries)
+            added += entries
         return added
 
-    def _admit(self, entry: Entry, term) -> None:
-        if entry.assignment not in {c.assignment for c in CHAPTERS}:
-            entry.status, entry.reason = HELD, shown("not a chapter of this course")
+    def _admit_waiting(self, term) -> None:
+        """Submissions that waited while term.toml had an error, admitted once it reads, oldest first."""
+        if term is None:
             return
-        policy = term.submit_policy(entry.assignment)
-        due = term.due_for(entry.student, entry.assignment)
-        submitted = datetime.fromisoformat(entry.submitted_at)
-        if not policy.enabled:
-            entry.status, entry.reason = HELD, shown("this chapter is graded by your instructor, not on submit")
-            return
-        if due is not None and submitted > due and policy.after_due == "hold":
-            entry.status, entry.reason = HELD, shown("submitted after the due date: your instructor grades it")
-            return
-        earlier = [e for e in self.ledger.of(entry.student, entry.assignment) if e.status in ATTEMPTS]
-        waiting = [e for e in earlier if e.status == QUEUED]
-        done = [e for e in earlier if e.status != QUEUED]
-        used = len(done)
-        if policy.attempts is not None and used >= policy.attempts:
-            entry.status = REFUSED
-            entry.reason = (shown(f"not graded: 1 attempt allowed for this chapter, and you have used {used}")
-                            if policy.attempts == 1 else
-                            shown(f"not graded: {policy.attempts} attempts allowed for this chapter, and you have used "
-                                  f"{used}"))
-            return
-        if done and policy.min_seconds_between:
-            last = max(datetime.fromisoformat(e.submitted_at) for e in done)
-            ready = last.timestamp() + policy.min_seconds_between
-            if submitted.timestamp() < ready:
-                at = datetime.fromtimestamp(ready, timezone.utc).strftime("%H:%M:%S UTC")
+        for entry in reversed([e for e in self.ledger.of() if e.reason == WAITING]):
+            with self.ledger.lock:
+                entry.reason = ""
+                try:
+                    for old in admit(self.ledger, entry, term):
+                        shutil.rmtree(self.received / old.key, ignore_errors=True)
+                except Exception as err:  # noqa: BLE001 - this entry alone
+                    entry.status, entry.reason = FAILED, _reason(err)
+                self.ledger.put(entry)
+
+    def _one(self, entry: Entry, term) -> None:
+        """The newest folder of a learner and chapter: checked, copied safely, then the policy."""
+        try:
+            path = self.inbound / entry.id
+            owner = owner_of(path) if self.check_owner else entry.student
+            if not SAFE_NAME.fullmatch(entry.student) or entry.student in (".", ".."):  # it becomes a folder name
+                entry.status, entry.reason = REFUSED, shown("not graded: not a learner name the grader accepts")
+            elif owner != entry.student:
                 entry.status = REFUSED
-                entry.reason = shown(f"not graded: wait {policy.min_seconds_between / 60:g} min between attempts "
-                                     f"(next from {at})")
-                return
-        for old in waiting:  # one place in the queue per learner and chapter: the newest submission
-            old.status, old.reason = SUPERSEDED, shown("replaced in the queue by a newer submission")
-        entry.status = QUEUED
+                entry.reason = shown(f"not graded: the folder names {entry.student} but the unix user {owner} wrote it")
+            else:
+                copied = copy_tree(path, self.received / entry.key)
+                seen = datetime.fromisoformat(entry.seen_at).timestamp()
+                entry.submitted_at = _iso(min(max(copied.changed_at, 0), seen))
+                if term is None:
+                    entry.reason = WAITING  # queued, admitted once the term file is fixed
+                else:
+                    for old in admit(self.ledger, entry, term):
+                        shutil.rmtree(self.received / old.key, ignore_errors=True)
+        except UnsafeSubmission as err:
+            entry.status, entry.reason = REFUSED, shown(f"not graded: {err}")
+        except Exception as err:  # noqa: BLE001 - one folder never stops the round
+            entry.status, entry.reason = FAILED, _reason(err)
+        if entry.status != QUEUED:
+            shutil.rmtree(self.received / entry.key, ignore_errors=True)
+
 
     # ------------------------------------------------------------ grading
     def step(self) -> list[Entry]:
-        """Scan, then grade what is queued (a batch per chapter and feedback kind); the entries graded."""
+        """Scan, then grade what is queued (a batch per chapter and feedback kind); the entries graded.
+        Nothing is being graded between rounds, so an entry still at "grading" is re-queued first."""
+        self.requeue_stale(shown("queued again: its grading did not finish"))
         self.scan()
         queued = [e for e in self.ledger.of() if e.status == QUEUED]
         if not queued:
@@ -177,44 +184,102 @@ class Service:
             return []
         batches: dict[tuple[str, bool], list[Entry]] = {}
         for entry in sorted(queued, key=lambda e: e.submitted_at):
-            score_only = hides_messages(policy_for(term, entry), datetime.fromisoformat(entry.submitted_at))
+            policy = term.submit_policy(entry.assignment)
+            try:
+                refusal = refused(self.ledger, entry, policy, checked_time(entry.submitted_at)) if policy.enabled else \
+                    shown("this chapter is graded by your instructor, not on submit")
+                score_only = hides_messages(policy_for(term, entry), checked_time(entry.submitted_at))
+            except Exception as err:  # noqa: BLE001 - this entry alone
+                self._fail(entry, err)
+                continue
+            if refusal:  # the policy changed, or an earlier attempt was graded since it was queued
+                entry.status, entry.reason = REFUSED if policy.enabled else HELD, refusal
+                self.ledger.put(entry)
+                continue
             batches.setdefault((entry.assignment, score_only), []).append(entry)
         graded = []
         for (assignment, score_only), entries in batches.items():
             graded += self._grade(assignment, entries, term, score_only)
         return graded
 
+    def _fail(self, entry: Entry, err: BaseException | str) -> None:
+        entry.status, entry.reason = FAILED, err if isinstance(err, str) else _reason(err)
+        self.ledger.put(entry)
+        shutil.rmtree(self.received / entry.key, ignore_errors=True)
+
+    def _prune(self, entries: list[Entry]) -> None:
+        """The service's copies of these learners' submissions it will not grade again (all but the one
+        the gradebook holds, which counts = "best" may grade again): disk bounded per learner and chapter."""
+        for entry in entries:
+            for e in self.ledger.of(entry.student, entry.assignment):
+                if e.status not in (QUEUED, GRADING) and not e.counted:
+                    shutil.rmtree(self.received / e.key, ignore_errors=True)
+
     def _grade(self, assignment: str, entries: list[Entry], term, score_only: bool, release: bool = True):
+        """Grade these entries of one chapter; each that cannot be graded ends failed with its reason.
+        A batch the grader fails on is graded again one entry at a time, so one entry fails alone."""
         chapter = find_chapter(assignment)
-        work = self.course_dir / STATE_DIR / "work"
-        shutil.rmtree(work, ignore_errors=True)
-        with self.ledger.lock:
-            for entry in entries:
-                entry.status, entry.reason = GRADING, ""
-                self.ledger.save()
-                # What `nbgrader collect --student` does (timestamp and submission secret with it, which
-                # release_feedback needs), and a copy to grade from (grading stages the repaired notebook).
-                collected = self.course_dir / "submitted" / entry.student / assignment
-                shutil.rmtree(collected, ignore_errors=True)
-                shutil.copytree(self.inbound / entry.id, collected, symlinks=True)
-                shutil.copytree(self.inbound / entry.id, work / entry.student / assignment, symlinks=True)
+        ready = []
+        for entry in entries:
+            entry.status, entry.reason = GRADING, ""
+            entry.tries += 1
+            self.ledger.put(entry)
+            try:
+                self._collect(entry, chapter)
+                ready.append(entry)
+            except Exception as err:  # noqa: BLE001 - this entry alone
+                self._fail(entry, err)
+        if not ready:
+            return entries
         try:
-            _, results = autograde_with(self.pool, work, self.course_dir, timeout=self.timeout, chapters=[chapter],
-                                        progress=False, term=term, feedback_for=[e.student for e in entries],
-                                        score_only=score_only)
+            results = self._autograde(chapter, ready, term, score_only)
         except Exception as err:  # noqa: BLE001 - recorded for these learners; the service goes on
-            with self.ledger.lock:
-                for entry in entries:
-                    entry.status, entry.reason = FAILED, shown(f"the grader failed: {type(err).__name__}: {err}")[:500]
-                self.ledger.save()
+            if len(ready) > 1:
+                for entry in ready:
+                    self._grade(assignment, [entry], term, score_only, release)
+                return entries
+            self._fail(ready[0], shown(f"the grader failed: {type(err).__name__}: {err}")[:500])
             return entries
         by_student = {r["student"]: r for r in results}
         api = nbgrader_api(CourseDir(self.course_dir, [chapter], timeout=self.timeout), exchange=self.exchange)
-        for entry in entries:
-            self._record(entry, by_student.get(entry.student), chapter, api if release else None, score_only)
+        for entry in ready:
+            try:
+                self._record(entry, by_student.get(entry.student), chapter, api if release else None, score_only)
+            except Exception as err:  # noqa: BLE001 - this entry alone
+                self._fail(entry, err)
         if release:
-            self._keep_best(chapter, entries, term)
+            self._keep_best(chapter, ready, term)
+            self._prune(ready)
+            if not term.submit_policy(assignment).time_limit_seconds:
+                timelimit.measure(self.pool, self.course_dir, chapter)  # once per chapter, feedback already out
         return entries
+
+    def _collect(self, entry: Entry, chapter) -> None:
+        """What `nbgrader collect --student` does (the secret with it, which release_feedback needs) and
+        a copy to grade from, both from the service's own copy, with the service's time in timestamp.txt."""
+        kept = self.received / entry.key
+        if not kept.is_dir():
+            raise ValueError(shown("not graded: the service's copy of this submission is gone"))
+        work = self.course_dir / STATE_DIR / "work" / entry.student / chapter.assignment
+        collected = self.course_dir / "submitted" / entry.student / chapter.assignment
+        for target in (collected, work):
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(kept, target)
+            write_timestamp(target / TIMESTAMP_FILE, checked_time(entry.submitted_at))
+
+    def _autograde(self, chapter, entries: list[Entry], term, score_only: bool) -> list[dict]:
+        work = self.course_dir / STATE_DIR / "work"
+        try:
+            policy = term.submit_policy(chapter.assignment)
+            reference = timelimit.known_seconds(self.course_dir, chapter)
+            limit = timelimit.fitted(policy, reference, self.pool.limits.submission_seconds)
+            with timelimit.limited(self.pool, limit):
+                _, results = autograde_with(self.pool, work, self.course_dir, timeout=self.timeout, chapters=[chapter],
+                                            progress=False, term=term, feedback_for=[e.student for e in entries],
+                                            score_only=score_only)
+            return results
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
     def _record(self, entry: Entry, result: dict | None, chapter, api, score_only: bool) -> None:
         """The course's one total (grader.classroom.total, as grading.result_of reads it): written answers
@@ -233,7 +298,7 @@ class Service:
             entry.status, entry.reason = (FAILED, error.splitlines()[0][:500]) if error else (GRADED, "")
             if api is not None:
                 self._release(entry, chapter, api)
-            self.ledger.save()
+            self.ledger.put(entry)
 
     def _release(self, entry: Entry, chapter, api) -> None:
         """nbgrader's release_feedback for this learner, and a copy the service's page links to."""
@@ -261,16 +326,17 @@ class Service:
             with self.ledger.lock:
                 for e in attempts:
                     e.counted = e is best
+                self.ledger.put(*attempts)
             if best is not entry and best.status == GRADED and (best.score or 0) > (entry.score or 0):
                 again.append(best)
         if again:
-            kept = {e.id: (e.status, e.feedback, e.graded_at) for e in again}
+            kept = {e.id: (e.status, e.feedback, e.graded_at, e.tries) for e in again}
             self._grade(chapter.assignment, again, term, score_only=False, release=False)
             with self.ledger.lock:
                 for e in again:
-                    e.status, e.feedback, e.graded_at = kept[e.id]
+                    e.status, e.feedback, e.graded_at, e.tries = kept[e.id]
                     e.counted = True
-                self.ledger.save()
+                self.ledger.put(*again)
 
     def serve(self, poll: float = 1.0) -> None:
         """Grade until stopped (stop()); a round that fails is logged and the next one goes on."""
@@ -287,10 +353,13 @@ class Service:
         self.stopping.set()
 
 
-def owner_of(path: Path) -> str:
-    """The unix user who owns a file (its uid when the user is unknown)."""
-    uid = path.stat().st_uid
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat()
+
+
+def _reason(err: BaseException) -> str:
+    """An exception as an entry's reason: its own text when it is a ValueError saying what was wrong."""
+    text = str(err).splitlines()[0] if str(err) else ""
+    if isinstance(err, ValueError) and text:
+        return text[:500]
+    return shown(f"the grader failed: {type(err).__name__}: {text}")[:500]

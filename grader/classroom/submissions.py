@@ -77,13 +77,23 @@ def write_timestamp(path: Path, when: datetime) -> None:
     path.write_text(when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
 
 
+# A submission time is plausible between these (anything else is a ValueError, never a crash later).
+EARLIEST, LATEST = datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2100, 1, 1, tzinfo=timezone.utc)
+
+
 def submission_time(notebook: Path, student_dir: Path) -> datetime | None:
-    """The nearest `timestamp.txt` between the notebook's folder and the learner's folder."""
+    """The nearest `timestamp.txt` between the notebook's folder and the learner's folder, range-checked
+    and never later than the file itself was written (its ctime, the kernel's clock). Written by the
+    grader (`grader collect`, the grading service, an LMS time), it is the grader's; written by
+    `nbgrader collect`, it is the learner's claim, and only that bound holds (README: trust)."""
     folder = notebook.parent
     while True:
         stamp = folder / TIMESTAMP_FILE
-        if stamp.is_file():
-            return read_timestamp(stamp)
+        if stamp.is_file() and not stamp.is_symlink():
+            claimed = read_timestamp(stamp)
+            if not EARLIEST <= claimed < LATEST:
+                raise ValueError(f"{stamp}: {claimed:%Y-%m-%d} is not a plausible submission time")
+            return min(claimed, datetime.fromtimestamp(stamp.stat().st_ctime, timezone.utc))
         if folder == student_dir or student_dir not in folder.parents:
             return None
         folder = folder.parent
@@ -145,6 +155,10 @@ def chapter_of_cells(path: Path) -> Chapter | None:
 MAX_NOTEBOOK_MB = 20
 GRADE_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")  # nbgrader's own rule for a grade_id, and a sane length
 FLAGS = ("grade", "solution", "locked", "task")
+# nbgrader's hidden-test markers, which the source notebook holds and its release never does (a solution's
+# own markers are no sign: a learner's answer may keep them): a submission holding them is the source,
+# read through a link or copied, with the model answers and the hidden tests.
+SOURCE_MARKS = re.compile(r"^\s*#+\s*(BEGIN|END) HIDDEN TESTS\b", re.M)
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
@@ -166,6 +180,10 @@ def read_learner_notebook(path: Path, max_mb: float = MAX_NOTEBOOK_MB) -> tuple[
         first = str(err).splitlines()[0][:200] if str(err) else ""
         raise BadSubmission(shown(f"{path.name} is not a readable Jupyter notebook: "
                                   f"{type(err).__name__}: {first}")) from None
+    marked = next((i for i, c in enumerate(nb.cells) if SOURCE_MARKS.search(str(c.get("source", "")))), None)
+    if marked is not None:  # reported as an alarm (a zero with this reason), never scored
+        raise BadSubmission(shown(f"ALARM: {path.name} holds the class's source notebook (cell {marked + 1} has its "
+                                  "hidden-test markers): not scored; check how the learner got it"))
     notes = []
     for index, cell in enumerate(nb.cells):
         problem = nbgrader_problem(cell.metadata.get("nbgrader"))

@@ -8,6 +8,9 @@
     feedback_before_due = "checks"   # "checks": each check and its message; "score": the scores only
     after_due = "grade"              # "grade": graded at once, the late policy applied; "hold": left for
                                      # the instructor's batch
+    per_hour = 20                    # submissions a learner may put in the queue per hour (all chapters)
+    time_limit_factor = 5            # a submission may take this many times the chapter's reference
+    time_limit_seconds = 300         # or this limit itself (grader.classroom.timelimit)
     [on_submit.chapter."02"]         # any key above, for one chapter
     attempts = 5
 
@@ -23,7 +26,8 @@ from grader.chapters import CHAPTERS, find_chapter
 COUNTS = ("last", "best")
 FEEDBACK = ("checks", "score")
 AFTER_DUE = ("grade", "hold")
-KEYS = {"chapters", "attempts", "counts", "min_minutes_between", "feedback_before_due", "after_due", "chapter"}
+KEYS = {"chapters", "attempts", "counts", "min_minutes_between", "feedback_before_due", "after_due", "chapter",
+        "per_hour", "time_limit_factor", "time_limit_seconds"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,9 @@ class SubmitPolicy:
     min_seconds_between: float = 0.0
     feedback_before_due: str = "checks"
     after_due: str = "grade"
+    per_hour: int = 20
+    time_limit_factor: float = 5.0
+    time_limit_seconds: float | None = None
 
 
 def _settings(table: dict, where: str, base: SubmitPolicy) -> SubmitPolicy:
@@ -48,6 +55,17 @@ def _settings(table: dict, where: str, base: SubmitPolicy) -> SubmitPolicy:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"{where}.min_minutes_between: {value!r} is not a number of minutes, 0 or more")
         changes["min_seconds_between"] = float(value) * 60
+    if "per_hour" in table:
+        value = table["per_hour"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{where}.per_hour: {value!r} is not a whole number of submissions, 1 or more")
+        changes["per_hour"] = value
+    for key in ("time_limit_factor", "time_limit_seconds"):
+        value = table.get(key)
+        if key in table and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise ValueError(f"{where}.{key}: {value!r} is not a number above 0")
+        if key in table:
+            changes[key] = float(value)
     for key, allowed in (("counts", COUNTS), ("feedback_before_due", FEEDBACK), ("after_due", AFTER_DUE)):
         if key in table:
             if table[key] not in allowed:
@@ -79,6 +97,6 @@ def parse_on_submit(table: dict, where: str) -> dict[str, SubmitPolicy]:
         assignment = find_chapter(str(key)).assignment
         if not isinstance(sub, dict) or set(sub) - (KEYS - {"chapters", "chapter"}):
             raise ValueError(f"{where}: on_submit.chapter.{key} takes attempts, counts, min_minutes_between, "
-                             "feedback_before_due, after_due")
+                             "feedback_before_due, after_due, per_hour, time_limit_factor, time_limit_seconds")
         policies[assignment] = _settings(sub, f"{where}: on_submit.chapter.{key}", policies[assignment])
     return policies
