@@ -243,8 +243,12 @@ def check_top_k_filter(fn) -> None:
     if not _equal(stacked, torch.stack([expected, expected.flip(0)])):
         fail(tr("logits of shape (2, 2, 6) were not filtered row by row: take the k-th largest along the LAST axis "
                 "and keep every leading axis, torch.topk(logits, k, dim=-1).values[..., -1:] (not [:, -1:])"))
-    if not _equal(fn(logits, 10), before):
+    everything = fn(logits, 10)
+    if not _equal(everything, before):
         fail(tr("k >= V should keep every token (torch.topk raises for k > V: check k first)"))
+    if everything is logits:
+        fail(tr("with k >= V top_k_filter returned logits itself: return a new tensor (a caller that changes the "
+                "result would change its logits)"))
     expect_value_error(fn, logits, 0, what="k = 0")
     passed("top_k_filter")
 

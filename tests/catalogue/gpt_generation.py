@@ -285,6 +285,15 @@ def top_k_filter(logits, k):
     out = torch.full_like(logits, float("-inf"))
     return out.scatter(-1, idx, logits.gather(-1, idx))
 '''),
+    Variant("top_k_filter", "returns the caller's own logits when k >= V (the docstring says a new tensor)", '''
+def top_k_filter(logits, k):
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    if k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+'''),
     Variant("top_k_filter", "one threshold for the whole batch (broken for batch > 1)", '''
 def top_k_filter(logits, k):
     if k < 1:

@@ -222,7 +222,7 @@ def compare(module, torch_mha, query, key, value, mask=None, atol=1e-5):
 
 
 @MultiHeadAttention.check("W_q, W_k, W_v, W_o are nn.Linear(D, D) with biases; nothing else is learned",
-                          states=("W_q, W_k, W_v, W_o: nn.Linear(D, D, bias)",))
+                          states=("W_q, W_k, W_v, W_o: nn.Linear(D, D, bias)",), part="__init__")
 def _(cls):
     module = cls(12, 3)
     if not isinstance(module, nn.Module):
