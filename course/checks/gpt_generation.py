@@ -341,7 +341,9 @@ def check_sample_next_token(fn) -> None:
 
 class _Window(torch.nn.Module):
     """A stand-in language model: at window position t the logits are first[window[0]] +
-    current[window[t]] + place[t], so cropping and positions matter; block_size 4."""
+    current[window[t]] + place[t], so cropping and positions matter; block_size 4. Its cache is shaped
+    like GPT's, one (keys, values) pair per block, each (B, 1, S, 1): the keys hold the window's ids, the
+    values their positions, so a cache passed back slid or stale is named."""
 
     def __init__(self):
         super().__init__()
@@ -352,16 +354,41 @@ class _Window(torch.nn.Module):
         self.place = (a[:4] * 4 + v * 3) % 5 * 0.35
         self.calls = []
         self.grad_enabled = set()
+        self.returned = None  # the length of the cache the last call returned
 
     def forward(self, idx, cache=None, use_cache=False):
-        S = 0 if cache is None else cache.shape[1]
+        cached = None if cache is None else self._cached_ids(cache)  # (B, S)
+        S = 0 if cached is None else cached.shape[1]
         self.calls.append((idx.shape[1], S))
         self.grad_enabled.add(torch.is_grad_enabled())
         if S + idx.shape[1] > self.block_size:
             raise _TooLong(tr("{S} cached + {new} new tokens do not fit in block_size 4", S=S, new=idx.shape[1]), S)
-        window = idx if cache is None else torch.cat([cache, idx], 1)
+        window = idx if cached is None else torch.cat([cached, idx], 1)
         logits = self.first[window[:, :1]] + self.current[window[:, S:]] + self.place[S:window.shape[1]]
-        return (logits, window) if use_cache else logits
+        if not use_cache:
+            return logits
+        self.returned = window.shape[1]
+        positions = torch.arange(window.shape[1], dtype=torch.float32).expand(window.shape)
+        return logits, [(window[:, None, :, None].float(), positions[:, None, :, None])]
+
+    def _cached_ids(self, cache) -> torch.Tensor:
+        """The ids a cache passed back holds; _BadCache when it is not the last one this model returned."""
+        pair = cache[0] if isinstance(cache, (list, tuple)) and len(cache) == 1 else None
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2
+                and all(type(t) is torch.Tensor and t.dim() == 4 for t in pair)):
+            raise _BadCache(tr("the cache passed back to the model is not the one it returned (a list with one "
+                               "(keys, values) pair per block, each (B, H, S, Dh)): pass it back unchanged"))
+        keys, positions = pair[0][:, 0, :, 0], pair[1][0, 0, :, 0]  # (B, S), (S,)
+        if positions.numel() and positions[0] != 0:
+            raise _BadCache(tr("the cache passed back starts at position {start}, not 0: it was slid (its oldest "
+                               "positions dropped). Learned positions cannot slide: when the cache plus the new "
+                               "token would not fit in block_size, start a new cache from the last block_size tokens",
+                               start=int(positions[0])))
+        if keys.shape[1] != self.returned:
+            raise _BadCache(tr("the cache passed back holds {S} positions, but the model's last call returned a cache "
+                               "of {returned}: pass back the cache of the previous step, with only the newest token",
+                               S=keys.shape[1], returned=self.returned))
+        return keys.long()
 
 
 _GEN_PROMPT = torch.tensor([[1, 2], [4, 0]])
@@ -378,10 +405,16 @@ class _TooLong(ValueError):
         self.cached = cached
 
 
+class _BadCache(Exception):
+    """The check's model was handed a cache it did not return last (slid, stale, rebuilt)."""
+
+
 def _generating(fn, model, *args, **kwargs):
     """fn(model, ...), with the check model's own ValueError turned into the mistake behind it."""
     try:
         return fn(model, *args, **kwargs)
+    except _BadCache as err:
+        fail(str(err))
     except _TooLong as err:
         if err.cached:
             fail(tr("the model got {err}: the cache was never restarted. When the cache plus the new token would not "

@@ -372,6 +372,13 @@ class LlamaBlock(nn.Module):
         x = x + self.attn(self.attn_norm(x))
         return x + self.ffn(self.ffn_norm(x))
 '''),
+    Variant("LlamaBlock", "eps passed to ffn_norm only (attn_norm keeps the default)",
+            _BLOCK_INIT.replace("self.attn_norm = RMSNorm(d_model, eps)", "self.attn_norm = RMSNorm(d_model)")
+            + '''
+    def forward(self, x):
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.ffn(self.ffn_norm(x))
+'''),
     # ---------------------------------------------------------------- kv_cache_bytes
     Variant("kv_cache_bytes", "forgets the factor 2 (keys only)", _KV_CHECK + '''
     return num_layers * num_kv_heads * head_dim * seq_len * batch_size * bytes_per_value
