@@ -295,7 +295,7 @@ NAMED = [
     ('gpt_generation', 'no ValueError for temperature 0',
      'temperature 0 should raise a ValueError that says what was wrong'),
     ('gpt_generation', 'one threshold for the whole batch (broken for batch > 1)',
-     'each row needs its own k-th largest value (topk(...).values[...'),
+     'each row needs its own k-th largest value (one threshold per row'),
     ('gpt_generation', 'filters in place', 'top_k_filter changed its input'),
     ('gpt_generation', 'inclusive cumulative sum <= p: drops the token that crosses p',
      'with p=0.6 the tokens of probability 0.5 and 0.25 are kept'),

@@ -146,7 +146,8 @@ def check_GPT(cls) -> None:
         if not _same(one, logits[:, 2:3], 1e-4):
             fail(tr("one token fed with the cache of two earlier tokens gives other logits than the full pass: its "
                     "position is the cache length S (positions = arange(S, S + T)), and it must attend to all S "
-                    "cached keys as well as its own: mask = torch.ones(T, S + T).tril(S)"))
+                    "cached keys as well as its own: the mask is (T, S + T), the causal mask with S columns of ones "
+                    "in front"))
         again, _ = model(GPT_IDX[:, 2:3], cache=cache, use_cache=True)
         if not _same(again, one, 1e-6):
             fail(tr("using the same cache twice gave different logits: return a NEW cache (torch.cat makes new "
@@ -154,7 +155,8 @@ def check_GPT(cls) -> None:
         rest, _ = model(GPT_IDX[:, 3:], cache=longer, use_cache=True)
         if not _same(rest, logits[:, 3:], 1e-4):
             fail(tr("two tokens fed at once with a cache give other logits than the full pass: the causal mask must "
-                    "be shifted by the cache length S, so query t sees keys 0..S+t (torch.ones(T, S + T).tril(S))"))
+                    "be shifted by the cache length S, so query t sees keys 0..S+t (with S = 0 it is the ordinary "
+                    "causal mask)"))
     expect_value_error(model, torch.zeros(1, 9, dtype=torch.long), what=tr("a sequence longer than block_size"))
     shapes = [dims for _, dims in dropout_calls(cls(7, 8, 2, 2, 8, dropout=0.1), GPT_IDX)]
     if shapes.count(4) != 2:
@@ -220,9 +222,8 @@ def check_top_k_filter(fn) -> None:
         out = fn(logits, 2)
     except RuntimeError as err:
         fail(tr("top_k_filter(logits of shape (2, 6), 2) raised RuntimeError ({error}): keep each row's k-th "
-                "largest value as a column that broadcasts against the row, "
-                "torch.topk(logits, k, dim=-1).values[..., -1:] "
-                "(shape (..., 1); the ... works for any number of leading axes)", error=str(err)[:90]))
+                "largest value as a column that broadcasts against the row, shape (..., 1) (index with ... to "
+                "keep any number of leading axes)", error=str(err)[:90]))
     expected = torch.tensor([[1.0, 3.0, 1.0, NEG, 1.0, NEG], [NEG, NEG, 5.0, 4.0, NEG, NEG]])
     if not torch.equal(logits, before):
         fail(tr("top_k_filter changed its input: build a new tensor (masked_fill, not masked_fill_ or indexing =)"))
@@ -232,8 +233,8 @@ def check_top_k_filter(fn) -> None:
             fail(tr("ties with the k-th largest logit must all be kept (row 0 keeps 3.0 and all three 1.0s): compare "
                     "with the k-th largest VALUE (logits < kth -> -inf) instead of keeping k indices"))
         if _equal(out[1], [NEG, NEG, 5.0, 4.0, 2.0, 3.0]):
-            fail(tr("each row needs its own k-th largest value (topk(...).values[..., -1:], keepdim): one threshold "
-                    "for the whole batch breaks rows on another scale"))
+            fail(tr("each row needs its own k-th largest value (one threshold per row, shape (..., 1)): one "
+                    "threshold for the whole batch breaks rows on another scale"))
         fail(tr("top_k_filter(logits, 2) should be {expected}, got {got}", expected=expected.tolist(),
                 got=out.tolist() if type(out) is torch.Tensor else out))
     try:
@@ -241,8 +242,9 @@ def check_top_k_filter(fn) -> None:
     except RuntimeError as err:
         stacked = err
     if not _equal(stacked, torch.stack([expected, expected.flip(0)])):
-        fail(tr("logits of shape (2, 2, 6) were not filtered row by row: take the k-th largest along the LAST axis "
-                "and keep every leading axis, torch.topk(logits, k, dim=-1).values[..., -1:] (not [:, -1:])"))
+        fail(tr("logits of shape (2, 2, 6) were not filtered row by row: take the k-th largest along the LAST "
+                "axis and keep every leading axis (index with ..., which stands for all of them, not with a single "
+                ":)"))
     everything = fn(logits, 10)
     if not _equal(everything, before):
         fail(tr("k >= V should keep every token (torch.topk raises for k > V: check k first)"))
