@@ -82,6 +82,8 @@ def test_wrong_implementation_loses_points(chapter, variant):
     result = judged(exercises(chapter.name)[variant.exercise], namespace)
     assert result.score < result.points, f"{variant.label} kept full marks:\n{result.report()}"
     assert not variant.zero or result.score == 0, f"{variant.label} earned points:\n{result.report()}"
+    assert variant.at_most is None or result.score <= variant.at_most * result.points, \
+        f"{variant.label} kept more than {variant.at_most:g} of the points:\n{result.report()}"
     assert_chinese_report(chapter, result)
 
 

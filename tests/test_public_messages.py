@@ -23,7 +23,18 @@ NAMED = [
     ("llama_modern", "RoPE tables kept as plain attributes (they stay behind on .to(device))", "are not buffers"),
     ("llama_modern", "RoPE tables registered as persistent buffers (they land in the state_dict)", "persistent=False"),
     ("llama_modern", "nn.RMSNorm for the two norms", "a LlamaBlock that calls nn.RMSNorm"),
-    ("llama_modern", "eps and rope_base not passed on", "gives the output of the default eps"),
+    ("llama_modern", "eps and rope_base not passed on", "block.attn_norm does not use eps=10.0"),
+    # issue 39: mistakes a public check passed in silence or blamed on something else
+    ("llama_modern", "mean square over dim=1 (the time axis of (B, T, D)), not the last axis",
+     "take the mean square over the LAST axis"),
+    ("llama_modern", "hard-codes eps=1e-6 instead of the argument", "use the eps argument"),
+    ("llama_modern", "eps passed to ffn_norm only (attn_norm keeps the default)",
+     "block.attn_norm does not use eps=10.0"),
+    ("gpt_generation", "slides a full cache (drops its oldest position) instead of restarting it", "it was slid"),
+    ("gpt_generation", "keeps the prompt's cache: every step gets the same stale cache",
+     "pass back the cache of the previous step"),
+    ("gpt_generation", "returns the caller's own logits when k >= V (the docstring says a new tensor)",
+     "returned logits itself"),
     ("llama_modern", "ignores its device argument", "is not on the meta device"),
     ("llama_modern", "routing weights detached: the router never learns", "no gradient reached router.weight"),
     ("gpt_generation", "no dropout on the attention weights (embeddings and sublayer outputs only)",
@@ -284,7 +295,7 @@ NAMED = [
     ('gpt_generation', 'no ValueError for temperature 0',
      'temperature 0 should raise a ValueError that says what was wrong'),
     ('gpt_generation', 'one threshold for the whole batch (broken for batch > 1)',
-     'each row needs its own k-th largest value (topk(...).values[...'),
+     'each row needs its own k-th largest value (one threshold per row'),
     ('gpt_generation', 'filters in place', 'top_k_filter changed its input'),
     ('gpt_generation', 'inclusive cumulative sum <= p: drops the token that crosses p',
      'with p=0.6 the tokens of probability 0.5 and 0.25 are kept'),
@@ -401,6 +412,16 @@ def test_public_checks_pass_correct_code(chapter_name, exercise):
     for v in catalogue.CORRECT:
         if v.exercise == exercise:
             check(as_a_cell(v.source, reference_namespace(chapter))[exercise])
+
+
+def test_block_check_names_a_wrong_norm_not_attention():
+    """A LlamaBlock built on an RMSNorm over the wrong axis: the block's check names the norm, where it said
+    "Attention must be causal" (the norm mixed the positions) before issue 39."""
+    _, namespace = variant("llama_modern", "mean square over dim=1 (the time axis of (B, T, D)), not the last axis")
+    checks = importlib.import_module("course.checks.llama_modern")
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_LlamaBlock(namespace["LlamaBlock"])  # the reference block, on the learner's RMSNorm
+    assert "fix RMSNorm first" in str(failure.value), str(failure.value)
 
 
 def test_a_failed_check_shows_its_message_alone():

@@ -82,6 +82,8 @@ class _Copies:
         for original, twin, given in self.pairs:
             if _differs(original, twin, given):
                 self.record.changed[id(original)] = (original, twin)
+            if result is twin and given is None:
+                result = original  # an argument handed back is the check's own object, as in the judge's route
         return result
 
 

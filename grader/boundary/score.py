@@ -38,13 +38,16 @@ class Result:
     passed: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)  # (check, why)
     zero_reason: str | None = None
+    weights: dict[str, float] = field(default_factory=dict)  # check -> weight (Exercise.weights); 1 if absent
 
     @property
     def score(self) -> float:
-        total = len(self.passed) + len(self.failed)
+        """The weighted share of the checks that passed, times the points."""
+        passed = sum(self.weights.get(c, 1.0) for c in self.passed)
+        total = passed + sum(self.weights.get(c, 1.0) for c, _ in self.failed)
         if self.zero_reason or total == 0:
             return 0.0
-        return round(self.points * len(self.passed) / total, 3)
+        return round(self.points * passed / total, 3)
 
     def report(self, say: Callable[..., str] = _english) -> str:
         """The lines a learner reads; `say(template, **values)` puts them in their language
@@ -60,6 +63,7 @@ class Result:
 def run_each(exercise: Exercise, obj: Any, result: Result, passthrough: tuple = ()) -> None:
     """Run every check on `obj` into `result`; what the learner's code raised becomes a failure (a
     time limit reached in the judge's child, a zero for the exercise), `passthrough` propagates."""
+    result.weights = exercise.weights()
     for check in exercise.checks:
         try:
             check.run(obj)
@@ -87,13 +91,15 @@ SIDE_UNPAID = shown("a side rule pays only when the answer is also right on vali
 
 
 def side_rules_pay(exercise: Exercise, result: Result) -> None:
-    """A passed side check counts only beside a passed check of the answer itself: a softmax that
-    returns None leaves its input alone, and one that always raises raises the ValueErrors."""
-    side = {c.description for c in exercise.checks if c.side}
-    if not side or any(d not in side for d in result.passed):
-        return
-    result.failed += [(d, SIDE_UNPAID) for d in result.passed]
-    result.passed.clear()
+    """A passed side check counts only beside a passed check of the answer itself, of the same part: a
+    softmax that returns None leaves its input alone, one that always raises raises the ValueErrors, and
+    a module whose forward always raises passes its constructor's checks but earns no forward's side rule."""
+    passed = set(result.passed)
+    answered = {c.part for c in exercise.checks if not c.side and c.description in passed}
+    unpaid = [c.description for c in exercise.checks if c.side and c.description in passed and c.part not in answered]
+    if unpaid:
+        result.passed[:] = [d for d in result.passed if d not in unpaid]
+        result.failed += [(d, SIDE_UNPAID) for d in unpaid]
 
 
 def forbidden_reason(calls) -> str:

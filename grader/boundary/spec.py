@@ -18,6 +18,10 @@ import torch
 from grader.boundary import standins
 from grader.boundary.standins import FixedDropout  # noqa: F401 - the specs import it from here
 
+# The weight of a check of an exercise's core behaviour (its values on ordinary input, each argument it is
+# asked to use); an edge case (dtype, device, the input left as it was, gradients, ValueError) weighs 1.
+CORE = 3.0
+
 
 @dataclass
 class Check:
@@ -25,6 +29,8 @@ class Check:
     run: Callable[[Any], None]
     states: tuple[str, ...] = ()  # phrases the exercise's docstring must contain (tests/test_docstrings.py)
     side: bool = False  # a side rule (ValueError, in place): pays only beside a check of the answer itself
+    weight: float = 1.0  # its share of the points: the core behaviour weighs more than an edge case
+    part: str = ""  # what it calls ("__init__": the constructor only); a side rule pays beside its own part
 
 
 @dataclass
@@ -44,21 +50,28 @@ class Exercise:
     stand_ins: dict[str, Callable] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
 
-    def check(self, description: str, states: tuple[str, ...] = (), side: bool = False):
+    def check(self, description: str, states: tuple[str, ...] = (), side: bool = False, weight: float = 1.0,
+              part: str = ""):
         """Register a check. `states` names the phrases of the exercise's docstring that tell the
         learner the rule this check enforces ("in place", "ValueError", ...); optional. A `side`
         check tests a rule beside the answer (bad input raises ValueError, the input is left as it
         was), which an answer that does nothing (returns None, always raises) also keeps: it pays
-        only when a check that is not a side check passed too (grader.boundary.score.run_each)."""
+        only when a check of the same `part` that is not a side check passed too
+        (grader.boundary.score.side_rules_pay), so a constructor's checks never pay a forward's
+        side rules. `weight`: the check's share of the points (README, "How partial credit reads")."""
         def register(fn: Callable[[Any], None]):
-            self.checks.append(Check(description, fn, tuple(states), side))
+            self.checks.append(Check(description, fn, tuple(states), side, float(weight), part))
             return fn
 
         return register
 
-    def side_check(self, description: str, states: tuple[str, ...] = ()):
+    def side_check(self, description: str, states: tuple[str, ...] = (), weight: float = 1.0, part: str = ""):
         """`check(..., side=True)`."""
-        return self.check(description, states, side=True)
+        return self.check(description, states, side=True, weight=weight, part=part)
+
+    def weights(self) -> dict[str, float]:
+        """Each check's weight, by description (grader.boundary.score.Result.score)."""
+        return {c.description: c.weight for c in self.checks}
 
 
 def collect(namespace: dict) -> dict[str, Exercise]:

@@ -279,6 +279,7 @@ def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict |
     elif message is None:
         result.zero_reason = reason or shown("this cell was not run")
     else:
+        result.weights = spec.weights()
         known = [c.description for c in spec.checks]
         seen = set()
         for description in message.get("passed") or []:

@@ -285,6 +285,15 @@ def top_k_filter(logits, k):
     out = torch.full_like(logits, float("-inf"))
     return out.scatter(-1, idx, logits.gather(-1, idx))
 '''),
+    Variant("top_k_filter", "returns the caller's own logits when k >= V (the docstring says a new tensor)", '''
+def top_k_filter(logits, k):
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    if k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+'''),
     Variant("top_k_filter", "one threshold for the whole batch (broken for batch > 1)", '''
 def top_k_filter(logits, k):
     if k < 1:
@@ -406,6 +415,16 @@ def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator
         _GENERATE, ("logits = model(idx[:, -bs:])", "logits = model(idx[:, :bs])"))),
     Variant("generate", "the cache is never restarted: fails once it holds block_size positions", _mutate(
         _GENERATE, ("cache is not None and cache_len < bs", "cache is not None"))),
+    Variant("generate", "slides a full cache (drops its oldest position) instead of restarting it", _mutate(
+        _GENERATE, ("""            if use_cache and cache is not None and cache_len < bs:
+                logits, cache""", """            if use_cache and cache is not None:
+                if cache_len == bs:
+                    cache = [(k[:, :, 1:], v[:, :, 1:]) for k, v in cache]
+                    cache_len -= 1
+                logits, cache"""))),
+    Variant("generate", "keeps the prompt's cache: every step gets the same stale cache", _mutate(
+        _GENERATE, ("logits, cache = model(idx[:, -1:], cache=cache, use_cache=True)",
+                    "logits, _ = model(idx[:, -1:], cache=cache, use_cache=True)"))),
     Variant("generate", "the generator is not passed on (sampling from the global RNG)", _mutate(
         _GENERATE, ("temperature, top_k, top_p, generator)", "temperature, top_k, top_p)"))),
     Variant("generate", "runs with gradients enabled (no torch.no_grad)", _mutate(

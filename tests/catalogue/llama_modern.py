@@ -128,6 +128,12 @@ WRONG = [
             raise ValueError("wrong size")
         return x / torch.sqrt((x ** 2).sum(-1, keepdim=True) + self.eps) * self.weight
 '''),
+    Variant("RMSNorm", "mean square over dim=1 (the time axis of (B, T, D)), not the last axis", _RMS_INIT + '''
+    def forward(self, x):
+        if x.shape[-1] != self.weight.shape[0]:
+            raise ValueError("wrong size")
+        return x / torch.sqrt((x ** 2).mean(1, keepdim=True) + self.eps) * self.weight
+''', at_most=0.34),
     Variant("RMSNorm", "subtracts the mean (that is LayerNorm without a bias)", _RMS_INIT + '''
     def forward(self, x):
         if x.shape[-1] != self.weight.shape[0]:
@@ -202,7 +208,7 @@ class RMSNorm(nn.Module):
     c, s = cos[:T], sin[:T]
     x1, x2 = x[..., : Dh // 2], x[..., Dh // 2:]
     return x * c + torch.cat([-x2, x1], dim=-1) * s
-'''),
+''', at_most=0.6),
     Variant("apply_rope", "rotates interleaved pairs (2i, 2i+1) instead of (i, i + Dh/2)", _APPLY_CHECK + '''
     c, s = cos[offset:offset + T, : Dh // 2], sin[offset:offset + T, : Dh // 2]
     even, odd = x[..., 0::2], x[..., 1::2]
@@ -257,14 +263,14 @@ def repeat_kv(x, n_rep):
     if x.dim() != 4 or n_rep < 1:
         raise ValueError("x should be (B, Hkv, T, Dh) and n_rep >= 1")
     return x.repeat(1, n_rep, 1, 1)
-'''),
+''', at_most=0.34),
     Variant("repeat_kv", "expands a new axis BEFORE the kv heads (the same tiling as .repeat)", '''
 def repeat_kv(x, n_rep):
     if x.dim() != 4 or n_rep < 1:
         raise ValueError("x should be (B, Hkv, T, Dh) and n_rep >= 1")
     B, Hkv, T, Dh = x.shape
     return x[:, None].expand(B, n_rep, Hkv, T, Dh).reshape(B, n_rep * Hkv, T, Dh)
-'''),
+''', at_most=0.34),
     Variant("repeat_kv", "calls repeat_interleave", '''
 def repeat_kv(x, n_rep):
     if x.dim() != 4 or n_rep < 1:
@@ -362,6 +368,13 @@ class LlamaBlock(nn.Module):
         self.ffn_norm = RMSNorm(d_model)
         self.ffn = SwiGLUFeedForward(d_model, d_hidden)
 
+    def forward(self, x):
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.ffn(self.ffn_norm(x))
+'''),
+    Variant("LlamaBlock", "eps passed to ffn_norm only (attn_norm keeps the default)",
+            _BLOCK_INIT.replace("self.attn_norm = RMSNorm(d_model, eps)", "self.attn_norm = RMSNorm(d_model)")
+            + '''
     def forward(self, x):
         x = x + self.attn(self.attn_norm(x))
         return x + self.ffn(self.ffn_norm(x))

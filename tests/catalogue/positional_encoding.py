@@ -15,7 +15,7 @@ def sinusoidal_positional_encoding(max_len, d_model):''' + _CHECK + '''
     P[:, 0::2] = torch.cos(pos * inv)
     P[:, 1::2] = torch.sin(pos * inv)
     return P
-'''),
+''', at_most=0.5),
     Variant("sinusoidal_positional_encoding", "sin half then cos half (concatenated, not interleaved)", '''
 def sinusoidal_positional_encoding(max_len, d_model):''' + _CHECK + '''
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]

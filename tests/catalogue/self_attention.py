@@ -182,6 +182,10 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 # side rules (ValueError, in place) earned these points before issue 29; now they earn nothing
 WRONG += [*do_nothing("softmax", "returns None"), *do_nothing("scaled_dot_product_attention", "raises ValueError"),
           *do_nothing("SelfAttention", "forward raises ValueError")]
+# the constructor right, forward not written: its checks earn the constructor's share, never forward's side
+# rule (issue 39: the ValueError for a bad x paid 0.375 of 3 beside the constructor's checks)
+WRONG += [Variant("SelfAttention", "right constructor, forward always raises ValueError",
+                  _self_attention(_INIT, "        raise ValueError('not written yet')\n"), at_most=0.2)]
 
 # ---------------------------------------------------------------- correct, written differently
 

@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.boundary.spec import (
+    CORE,
     ENCODER,
     LAYER_NORM,
     MULTI_HEAD_FUNCTION,
@@ -187,7 +188,7 @@ def count(module: nn.Module) -> int:
 layer_norm = Exercise("layer_norm", points=3, forbidden=LAYER_NORM)
 
 
-@layer_norm.check("matches F.layer_norm on a (2, 3, 8) input with random weight and bias")
+@layer_norm.check("matches F.layer_norm on a (2, 3, 8) input with random weight and bias", weight=CORE)
 def _(fn):
     x, w, b = 2 + 3 * randn(2, 3, 8, seed=501), randn(8, seed=502), randn(8, seed=503)
     assert_tensor(fn(x, w, b), F.layer_norm(x, (8,), w, b, 1e-5), atol=1e-5,
@@ -195,31 +196,31 @@ def _(fn):
 
 
 @layer_norm.check("small D = 4: the biased variance (divide by D, not D - 1)",
-                  states=("biased (divide by D) variance",))
+                  states=("biased (divide by D) variance",), weight=CORE)
 def _(fn):
-    x, w, b = randn(5, 4, seed=504), 1 + randn(4, seed=505), randn(4, seed=506)
+    x, w, b = randn(2, 5, 4, seed=504), 1 + randn(4, seed=505), randn(4, seed=506)
     assert_tensor(fn(x, w, b), F.layer_norm(x, (4,), w, b, 1e-5), atol=1e-5,
                   what="layer_norm for D = 4")
 
 
 @layer_norm.check("small-variance input (std 1e-3): eps is added to the variance inside the square root",
-                  states=("sqrt(var + eps)",))
+                  states=("sqrt(var + eps)",), weight=CORE)
 def _(fn):
-    x, w, b = small_variance(3, 6, seed=507), torch.ones(6), torch.zeros(6)
+    x, w, b = small_variance(2, 3, 6, seed=507), torch.ones(6), torch.zeros(6)
     assert_tensor(fn(x, w, b), F.layer_norm(x, (6,), w, b, 1e-5), atol=1e-4,
                   what="layer_norm of rows with std 1e-3")
 
 
-@layer_norm.check("the eps argument is used (eps = 0.5 and eps = 1e-3)")
+@layer_norm.check("the eps argument is used (eps = 0.5 and eps = 1e-3)", weight=CORE)
 def _(fn):
-    x, w, b = randn(4, 6, seed=508), randn(6, seed=509), randn(6, seed=510)
+    x, w, b = randn(2, 4, 6, seed=508), randn(6, seed=509), randn(6, seed=510)
     for eps in (0.5, 1e-3):
         assert_tensor(fn(x, w, b, eps=eps), F.layer_norm(x, (6,), w, b, eps), atol=1e-5,
                       what=f"layer_norm(..., eps={eps})")
 
 
 @layer_norm.check("normalises over the last axis only: 1-D (D,) and 4-D (2, 3, 4, 5) inputs",
-                  states=("over the last axis", "x: (..., D)"))
+                  states=("over the last axis", "x: (..., D)"), weight=CORE)
 def _(fn):
     v, w, b = randn(7, seed=511), randn(7, seed=512), randn(7, seed=513)
     assert_tensor(fn(v, w, b), F.layer_norm(v, (7,), w, b, 1e-5), atol=1e-5, what="layer_norm of a (7,) vector")

@@ -216,7 +216,7 @@ def general_with(cls, dq, dk, seed):
 
 
 @GeneralScore.check("W is the only parameter, an nn.Parameter of shape (query_dim, key_dim): no bias",
-                    states=("W: nn.Parameter", "(query_dim, key_dim)", "no bias"))
+                    states=("W: nn.Parameter", "(query_dim, key_dim)", "no bias"), part="__init__")
 def _(cls):
     module = cls(4, 3)
     assert isinstance(module, nn.Module), "GeneralScore should be an nn.Module"
@@ -302,7 +302,7 @@ def additive_with(cls, dq, dk, h, seed):
 
 
 @AdditiveScore.check("W_q, W_k, v are nn.Linear without bias, of the right shapes",
-                     states=("nn.Linear without bias", "W_q: query_dim -> hidden_dim"))
+                     states=("nn.Linear without bias", "W_q: query_dim -> hidden_dim"), part="__init__")
 def _(cls):
     module = cls(4, 2, 6)
     assert isinstance(module, nn.Module), "AdditiveScore should be an nn.Module"
@@ -314,7 +314,8 @@ def _(cls):
         assert layer.bias is None, f"{name} should have no bias (bias=False)"
 
 
-@AdditiveScore.check("its state dict holds exactly W_q.weight, W_k.weight, v.weight", states=("W_q", "W_k", "v:"))
+@AdditiveScore.check("its state dict holds exactly W_q.weight, W_k.weight, v.weight", states=("W_q", "W_k", "v:"),
+                     part="__init__")
 def _(cls):
     module = cls(3, 5, 4)
     state = {"W_q.weight": randn(4, 3, seed=61), "W_k.weight": randn(4, 5, seed=62), "v.weight": randn(1, 4, seed=63)}

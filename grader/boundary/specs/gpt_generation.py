@@ -208,7 +208,7 @@ GPT = Exercise("GPT", points=6,
 
 @GPT.check("parameters: exactly the documented names and shapes (the output layer is the token embedding)",
            states=("weights are loaded by these names", "which is also the output layer (tied weights)",
-                   "qkv: nn.Linear(D, 3D)", "mlp_in: nn.Linear(D, 4D); mlp_out: nn.Linear(4D, D)"))
+                   "qkv: nn.Linear(D, 3D)", "mlp_in: nn.Linear(D, 4D); mlp_out: nn.Linear(4D, D)"), part="__init__")
 def _(cls):
     model = cls(V_, BLOCK_, LAYERS_, HEADS_, D_)
     params = {k: tuple(v.shape) for k, v in model.named_parameters()}
@@ -222,7 +222,7 @@ def _(cls):
 
 
 @GPT.check("fresh weights as GPT-2: Linear and Embedding weights with std 0.02, biases 0",
-           states=("Linear and Embedding weights from N(0, 0.02^2), biases 0",))
+           states=("Linear and Embedding weights from N(0, 0.02^2), biases 0",), part="__init__")
 def _(cls):
     manual_seed(801)
     model = cls(V_, BLOCK_, LAYERS_, HEADS_, 32)
@@ -378,7 +378,7 @@ next_token_targets = Exercise("next_token_targets", points=1)
 
 
 @next_token_targets.check("fixed values: inputs drop the last token, targets drop the first",
-                          states=("inputs = idx[:, :-1], targets = idx[:, 1:]",))
+                          states=("inputs are each row without its last token",))
 def _(fn):
     idx = torch.tensor([[5, 1, 4, 2, 3], [9, 8, 7, 6, 0]])
     result = fn(idx)
@@ -467,11 +467,16 @@ def _(fn):
     assert_tensor(fn(logits, 2), top_k_stand_in(logits, 2), atol=0, rtol=0, what="top_k_filter((2, 3, 7), 2)")
 
 
-@top_k_filter.check("k >= V keeps every token; k=1 keeps the maximum", states=("k >= V keeps every token",))
+@top_k_filter.check("k >= V keeps every token in a new tensor (not logits itself); k=1 keeps the maximum",
+                    states=("k >= V keeps every token", "a new tensor"))
 def _(fn):
     logits = randn(3, 5, seed=924)
     for k in (5, 8):
-        assert_tensor(fn(logits, k), logits, atol=0, rtol=0, what=f"top_k_filter(logits, {k}) with V=5")
+        out = fn(logits, k)
+        if out is logits:
+            raise AssertionError(f"top_k_filter(logits, {k}) with V=5 returned logits itself: return a new tensor "
+                                 "(a caller that changes the result would change its logits)")
+        assert_tensor(out, logits, atol=0, rtol=0, what=f"top_k_filter(logits, {k}) with V=5")
     assert_tensor(fn(logits, 1), top_k_stand_in(logits, 1), atol=0, rtol=0, what="top_k_filter(logits, 1)")
 
 

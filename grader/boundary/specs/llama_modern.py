@@ -16,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.boundary.spec import (
+    CORE,
     MULTI_HEAD_ATTENTION,
     RMS_NORM,
     Exercise,
@@ -186,14 +187,14 @@ def loaded_norm(cls, D, eps, seed):
 
 
 @RMSNorm.check("one parameter `weight` (D,) initialised to ones, no bias",
-               states=("weight: nn.Parameter (D,), initialised to ones. No bias.",))
+               states=("weight: nn.Parameter (D,), initialised to ones. No bias.",), part="__init__")
 def _(cls):
     m = cls(6)
     exact_parameters(m, {"weight": (6,)})
     assert_tensor(m.weight.detach(), torch.ones(6), atol=0, rtol=0, what="the initial weight")
 
 
-@RMSNorm.check("matches nn.RMSNorm with the same weight on (B, T, D) inputs (eps=1e-6)",
+@RMSNorm.check("matches nn.RMSNorm with the same weight on (B, T, D) inputs (eps=1e-6)", weight=CORE,
                states=("x / sqrt(mean(x**2 over the last axis) + eps) * weight",))
 def _(cls):
     m, weight = loaded_norm(cls, 8, 1e-6, 901)
@@ -201,25 +202,27 @@ def _(cls):
     assert_tensor(m(x), rms_oracle(x, weight, 1e-6).detach(), atol=1e-6, what="RMSNorm(x)")
 
 
-@RMSNorm.check("tiny inputs (|x| ~ 1e-3, mean square ~ eps): eps goes inside the square root",
+@RMSNorm.check("tiny inputs (|x| ~ 1e-3, mean square ~ eps): eps goes inside the square root", weight=CORE,
                states=("added to the mean square INSIDE the square root",))
 def _(cls):
     m, weight = loaded_norm(cls, 8, 1e-6, 903)
-    x = 1e-3 * randn(3, 8, seed=904)
+    x = 1e-3 * randn(2, 3, 8, seed=904)
     assert_tensor(m(x), rms_oracle(x, weight, 1e-6).detach(), atol=1e-5, what="RMSNorm(1e-3 * x)")
 
 
-@RMSNorm.check("the eps argument is used (eps=0.05 on inputs of size ~0.2)", states=("eps: added to the mean square",))
+@RMSNorm.check("the eps argument is used (eps=0.05 on inputs of size ~0.2)", weight=CORE,
+               states=("eps: added to the mean square",))
 def _(cls):
     m, weight = loaded_norm(cls, 8, 0.05, 905)
     x = 0.2 * randn(2, 4, 8, seed=906)
     assert_tensor(m(x), rms_oracle(x, weight, 0.05).detach(), atol=1e-6, what="RMSNorm(x) with eps=0.05")
 
 
-@RMSNorm.check("inputs with a non-zero mean: the mean is not subtracted", states=("No mean is subtracted",))
+@RMSNorm.check("inputs with a non-zero mean: the mean is not subtracted", weight=CORE,
+               states=("No mean is subtracted",))
 def _(cls):
     m, weight = loaded_norm(cls, 5, 1e-6, 907)
-    x = 2.0 + randn(4, 5, seed=908)
+    x = 2.0 + randn(2, 4, 5, seed=908)
     assert_tensor(m(x), rms_oracle(x, weight, 1e-6).detach(), atol=1e-6, what="RMSNorm(2 + x)")
 
 
@@ -249,13 +252,13 @@ def _(cls):
 @RMSNorm.check("the gradient reaches x and weight as nn.RMSNorm's does")
 def _(cls):
     m, weight = loaded_norm(cls, 6, 1e-6, 912)
-    x = randn(3, 6, seed=913).requires_grad_()
-    (m(x) * randn(3, 6, seed=914)).sum().backward()
+    x = randn(2, 3, 6, seed=913).requires_grad_()
+    (m(x) * randn(2, 3, 6, seed=914)).sum().backward()
     x_ref = x.detach().clone().requires_grad_()
     oracle = nn.RMSNorm(6, eps=1e-6)
     with torch.no_grad():
         oracle.weight.copy_(weight)
-    (oracle(x_ref) * randn(3, 6, seed=914)).sum().backward()
+    (oracle(x_ref) * randn(2, 3, 6, seed=914)).sum().backward()
     if x.grad is None or m.weight.grad is None:
         raise AssertionError("no gradient reached x or weight")
     assert_tensor(x.grad, x_ref.grad, atol=1e-5, what="d out / d x")
@@ -314,7 +317,7 @@ def _(fn):
 apply_rope = Exercise("apply_rope", points=3)
 
 
-@apply_rope.check("fixed values: x (1, 1, 2, 4), angles written out: out = (x1 c - x2 s, x2 c + x1 s)",
+@apply_rope.check("fixed values: x (1, 1, 2, 4), angles written out: out = (x1 c - x2 s, x2 c + x1 s)", weight=CORE,
                   states=("out = x * c + cat(-x2, x1) * s, i.e. (x1 c - x2 s, x2 c + x1 s)",))
 def _(fn):
     x = torch.tensor([[[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]]])
@@ -328,6 +331,7 @@ def _(fn):
 
 
 @apply_rope.check("matches Hugging Face's rotate-half formula: B=2, H=3, T=5, Dh=8, a table of 16 positions",
+                  weight=CORE,
                   states=("with x1 = x[..., :Dh/2], x2 = x[..., Dh/2:]",))
 def _(fn):
     x = randn(2, 3, 5, 8, seed=920)
@@ -335,7 +339,7 @@ def _(fn):
     assert_tensor(fn(x, cos, sin), apply_rope_oracle(x, cos, sin), atol=1e-6, what="apply_rope(x, cos, sin)")
 
 
-@apply_rope.check("offset=6: rows sit at positions 6, 7, 8 (as the last rows of a longer sequence)",
+@apply_rope.check("offset=6: rows sit at positions 6, 7, 8 (as the last rows of a longer sequence)", weight=CORE,
                   states=("row t sits at position offset + t", "the rows offset .. offset + T - 1 of cos and sin"))
 def _(fn):
     cos, sin = rope_oracle(8, 12, base=100.0)
@@ -347,7 +351,8 @@ def _(fn):
                   what="apply_rope(x, offset=6) vs the last 3 rows of a 9-long sequence")
 
 
-@apply_rope.check("rotations keep each vector's length; q.k depends only on the offset between positions")
+@apply_rope.check("rotations keep each vector's length; q.k depends only on the offset between positions, also "
+                  "for keys rotated later with an offset (as a KV cache does)", weight=CORE)
 def _(fn):
     cos, sin = rope_oracle(8, 20)
     q, k = randn(8, seed=923), randn(8, seed=924)
@@ -359,6 +364,9 @@ def _(fn):
         diagonal = scores.diagonal(shift)
         assert_tensor(diagonal, diagonal[:1].expand(diagonal.shape[0]).detach(), atol=1e-4,
                       what=f"q_m . k_n along the diagonal n - m = {shift}")
+    later = fn(k.expand(1, 1, 5, 8).contiguous(), cos, sin, offset=15)[0, 0]  # k at positions 15..19
+    assert_tensor(qs @ later.T, scores[:, 15:].detach(), atol=1e-4,
+                  what="q_m . k_n with k_15..k_19 rotated by apply_rope(..., offset=15)")
 
 
 @apply_rope.check("x is not modified in place; float64 tables and x give float64",
@@ -435,7 +443,7 @@ repeat_kv = Exercise("repeat_kv", points=1,
 
 
 @repeat_kv.check("fixed values: kv heads [10, 20] with n_rep=3 give heads [10, 10, 10, 20, 20, 20], not [10, 20, 10, "
-                 "...]",
+                 "...]", weight=CORE,
                  states=("kv head 0 n_rep times, then kv head 1", "NOT 0, 1, 0, 1"))
 def _(fn):
     x = torch.tensor([10.0, 20.0]).reshape(1, 2, 1, 1)
@@ -443,7 +451,7 @@ def _(fn):
     assert_tensor(fn(x, 3), expected, atol=0, rtol=0, what="repeat_kv(x, 3)")
 
 
-@repeat_kv.check("matches torch.repeat_interleave(x, n_rep, dim=1): B=2, Hkv=3, T=4, Dh=5, n_rep=2",
+@repeat_kv.check("matches torch.repeat_interleave(x, n_rep, dim=1): B=2, Hkv=3, T=4, Dh=5, n_rep=2", weight=CORE,
                  states=("out[:, j] == x[:, j // n_rep]",))
 def _(fn):
     x = randn(2, 3, 4, 5, seed=950)
@@ -484,7 +492,7 @@ def loaded_gqa(cls, D, H, Hkv, max_len, seed, base=10000.0):
 
 @GroupedQueryAttention.check("parameters W_q (H*Dh, D), W_k and W_v (Hkv*Dh, D), W_o (D, H*Dh), no biases",
                              states=("W_q: nn.Linear(D, H*Dh, bias=False); W_k, W_v: nn.Linear(D, Hkv*Dh, bias=False)",
-                                     "W_o: nn.Linear(H*Dh, D, bias=False)"))
+                                     "W_o: nn.Linear(H*Dh, D, bias=False)"), part="__init__")
 def _(cls):
     exact_parameters(cls(24, 6, 2, 16), {"W_q.weight": (24, 24), "W_k.weight": (8, 24), "W_v.weight": (8, 24),
                                          "W_o.weight": (24, 24)})

@@ -12,6 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.boundary.spec import (
+    CORE,
     MULTI_HEAD_ATTENTION,
     Exercise,
     assert_pair,
@@ -222,7 +223,7 @@ def compare(module, torch_mha, query, key, value, mask=None, atol=1e-5):
 
 
 @MultiHeadAttention.check("W_q, W_k, W_v, W_o are nn.Linear(D, D) with biases; nothing else is learned",
-                          states=("W_q, W_k, W_v, W_o: nn.Linear(D, D, bias)",))
+                          states=("W_q, W_k, W_v, W_o: nn.Linear(D, D, bias)",), part="__init__")
 def _(cls):
     module = cls(12, 3)
     if not isinstance(module, nn.Module):
@@ -240,21 +241,21 @@ def _(cls):
 
 
 @MultiHeadAttention.check("self-attention (query = key = value) matches nn.MultiheadAttention, per head",
-                          states=("weights (B, H, T, S)", "one attention map per head"))
+                          states=("weights (B, H, T, S)", "one attention map per head"), weight=CORE)
 def _(cls):
     module, torch_mha = build(cls, 8, 2, seed=420)
     x = randn(2, 5, 8, seed=421)
     compare(module, torch_mha, x, x, x)
 
 
-@MultiHeadAttention.check("cross-attention: query (B, T, D), different key and value (B, S, D), T != S")
+@MultiHeadAttention.check("cross-attention: query (B, T, D), different key and value (B, S, D), T != S", weight=CORE)
 def _(cls):
     module, torch_mha = build(cls, 12, 3, seed=430)
     query, key, value = randn(2, 3, 12, seed=431), randn(2, 6, 12, seed=432), randn(2, 6, 12, seed=433)
     compare(module, torch_mha, query, key, value)
 
 
-@MultiHeadAttention.check("bias=False: no biases anywhere, and it still matches PyTorch")
+@MultiHeadAttention.check("bias=False: no biases anywhere, and it still matches PyTorch", weight=CORE)
 def _(cls):
     module, torch_mha = build(cls, 8, 4, bias=False, seed=440)
     for name in ("W_q", "W_k", "W_v", "W_o"):
@@ -265,7 +266,7 @@ def _(cls):
 
 
 @MultiHeadAttention.check("masks: (T, S) and (B, 1, 1, S) padding, True = may attend; masked keys get 0",
-                          states=("True = may attend", "(B, 1, 1, S) padding mask"))
+                          states=("True = may attend", "(B, 1, 1, S) padding mask"), weight=CORE)
 def _(cls):
     module, torch_mha = build(cls, 8, 2, seed=450)
     query, key, value = randn(2, 4, 8, seed=451), randn(2, 5, 8, seed=452), randn(2, 5, 8, seed=453)
@@ -277,7 +278,7 @@ def _(cls):
     compare(module, torch_mha, query, key, value, padding)
 
 
-@MultiHeadAttention.check("a (B, 1, T, S) mask, different for each sequence, broadcasts over the heads")
+@MultiHeadAttention.check("a (B, 1, T, S) mask, different for each sequence, broadcasts over the heads", weight=CORE)
 def _(cls):
     module, torch_mha = build(cls, 12, 4, seed=460)
     x = randn(2, 4, 12, seed=461)

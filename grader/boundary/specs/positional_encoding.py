@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn as nn
 
-from grader.boundary.spec import Exercise, assert_raises_value_error, assert_tensor, randn
+from grader.boundary.spec import CORE, Exercise, assert_raises_value_error, assert_tensor, randn
 
 
 def oracle_table(max_len: int, d_model: int) -> torch.Tensor:
@@ -59,12 +59,12 @@ sinusoidal_positional_encoding = Exercise("sinusoidal_positional_encoding", poin
 
 
 @sinusoidal_positional_encoding.check("fixed values of a small table (max_len=4, d_model=6): interleaved sin, cos",
-                                      states=("interleaved", "sin comes first"))
+                                      states=("interleaved", "sin comes first"), weight=CORE)
 def _(fn):
     assert_tensor(fn(4, 6), oracle_table(4, 6), atol=1e-6, what="sinusoidal_positional_encoding(4, 6)")
 
 
-@sinusoidal_positional_encoding.check("a larger table (max_len=128, d_model=32) follows the formula")
+@sinusoidal_positional_encoding.check("a larger table (max_len=128, d_model=32) follows the formula", weight=CORE)
 def _(fn):
     assert_tensor(fn(128, 32), oracle_table(128, 32), atol=1e-4,
                   what="sinusoidal_positional_encoding(128, 32)")

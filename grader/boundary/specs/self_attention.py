@@ -6,6 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from grader.boundary.spec import (
+    CORE,
     MULTI_HEAD_FUNCTION,
     SCALED_DOT_PRODUCT,
     SOFTMAX,
@@ -236,7 +237,7 @@ def linear_shape(module, name, out_features, in_features, bias):
 
 
 @SelfAttention.check("W_q, W_k (D -> d_k) and W_v (D -> d_v) are nn.Linear without bias by default",
-                     states=("W_q, W_k, W_v: nn.Linear", "W_q, W_k: D -> d_k", "W_v: D -> d_v"))
+                     states=("W_q, W_k, W_v: nn.Linear", "W_q, W_k: D -> d_k", "W_v: D -> d_v"), part="__init__")
 def _(cls):
     module = cls(6, 4, 3)
     if not isinstance(module, nn.Module):
@@ -245,26 +246,26 @@ def _(cls):
         linear_shape(module, name, out_features, 6, bias=False)
 
 
-@SelfAttention.check("bias=True gives each of W_q, W_k, W_v a bias")
+@SelfAttention.check("bias=True gives each of W_q, W_k, W_v a bias", part="__init__")
 def _(cls):
     module = cls(5, 2, 7, bias=True)
     for name, out_features in (("W_q", 2), ("W_k", 2), ("W_v", 7)):
         linear_shape(module, name, out_features, 5, bias=True)
 
 
-@SelfAttention.check("with set weights (d_k != d_v): output (B, T, d_v) and weights (B, T, T) are right")
+@SelfAttention.check("with set weights (d_k != d_v): output (B, T, d_v) and weights (B, T, T) are right", weight=CORE)
 def _(cls):
     module, params = build(cls, 6, 4, 3, bias=False, seed=240)
     check_self_attention(module, params, randn(2, 5, 6, seed=250))
 
 
-@SelfAttention.check("with set weights and biases (bias=True)")
+@SelfAttention.check("with set weights and biases (bias=True)", weight=CORE)
 def _(cls):
     module, params = build(cls, 5, 3, 2, bias=True, seed=241)
     check_self_attention(module, params, randn(3, 4, 5, seed=251))
 
 
-@SelfAttention.check("a causal (T, T) mask and a (B, 1, T) padding mask reach the attention")
+@SelfAttention.check("a causal (T, T) mask and a (B, 1, T) padding mask reach the attention", weight=CORE)
 def _(cls):
     module, params = build(cls, 4, 3, 5, bias=False, seed=242)
     x = randn(2, 5, 4, seed=252)
