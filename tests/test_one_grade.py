@@ -2,7 +2,10 @@
 answer it graded; a regrade never un-grades it; every view (grade --json, the summary, grades.csv, the
 LMS export, feedback, report, regrade) reads one total, written answers nobody graded yet pending."""
 import csv
+import os
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -25,9 +28,11 @@ CHAPTER = find_chapter("02")
 DUE = datetime(2026, 11, 20, 12, 0)
 
 
-def _gradebook(tmp_path):
+def _gradebook(tmp_path, monkeypatch):
     """A chapter of two test cells (3 + 5 points) and two written answers (2 points each), one learner
     submitting a day late."""
+    # a new gradebook runs nbgrader's `alembic`, found beside this interpreter (make test leaves PATH alone)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     with Gradebook(url) as gb:
         gb.add_assignment("a", duedate=DUE)
@@ -44,8 +49,8 @@ def _gradebook(tmp_path):
     return url
 
 
-def test_an_answer_nobody_graded_is_pending_and_the_penalty_is_a_share_of_the_total(tmp_path):
-    url = _gradebook(tmp_path)
+def test_an_answer_nobody_graded_is_pending_and_the_penalty_is_a_share_of_the_total(tmp_path, monkeypatch):
+    url = _gradebook(tmp_path, monkeypatch)
     late = LatePolicy(per_day=20)
     with Gradebook(url) as gb:
         total = chapter_total(gb, "ada", "a", late)
@@ -192,7 +197,7 @@ def _ledger(tmp_path):
                          checks=[{"name": "test_SelfAttention", "score": 0.0, "max_score": 3.0, "error": long}]),
                   _entry(REFUSED, reason="not graded: 1 attempt allowed for this chapter, and you have used 1"),
                   _entry(HELD, reason="this chapter is graded by your instructor, not on submit")):
-        ledger.entries[entry.id] = entry
+        ledger.put(entry)
     return ledger
 
 
