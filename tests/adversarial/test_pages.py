@@ -388,7 +388,7 @@ def test_learner_view_is_the_one_rule():
 
 def test_a_feedback_file_runs_no_script_wherever_it_is_opened(browser, tmp_path):
     # defence in depth: a notebook that reached the feedback exporter unsanitised (its own CSP, in the file)
-    from grader.classroom.recording import _feedback_exporter
+    from grader.classroom.recording import feedback_exporter
 
     nb = samples.released(CHAPTER)
     nb.cells.append(nbformat.v4.new_markdown_cell(f'<img src="x" onerror="{pwn("file-handler")}">'))
@@ -396,7 +396,7 @@ def test_a_feedback_file_runs_no_script_wherever_it_is_opened(browser, tmp_path)
     script = f"<script>{pwn('file-script')}</script>"
     code.outputs = [nbformat.v4.new_output("display_data", data={"text/html": script})]
     nb.cells.append(code)
-    exporter = _feedback_exporter()(template_name="classic")
+    exporter = feedback_exporter()(template_name="classic")
     html, _ = exporter.from_notebook_node(nb, {"metadata": {"path": str(tmp_path)}})
     page = tmp_path / "feedback.html"
     page.write_text(html)

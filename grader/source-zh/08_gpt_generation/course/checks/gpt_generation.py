@@ -147,7 +147,8 @@ def check_GPT(cls) -> None:
         if not _same(one, logits[:, 2:3], 1e-4):
             fail(tr("one token fed with the cache of two earlier tokens gives other logits than the full pass: its "
                     "position is the cache length S (positions = arange(S, S + T)), and it must attend to all S "
-                    "cached keys as well as its own: mask = torch.ones(T, S + T).tril(S)"))
+                    "cached keys as well as its own: the mask is (T, S + T), the causal mask with S columns of ones "
+                    "in front"))
         again, _ = model(GPT_IDX[:, 2:3], cache=cache, use_cache=True)
         if not _same(again, one, 1e-6):
             fail(tr("using the same cache twice gave different logits: return a NEW cache (torch.cat makes new "
@@ -155,7 +156,8 @@ def check_GPT(cls) -> None:
         rest, _ = model(GPT_IDX[:, 3:], cache=longer, use_cache=True)
         if not _same(rest, logits[:, 3:], 1e-4):
             fail(tr("two tokens fed at once with a cache give other logits than the full pass: the causal mask must "
-                    "be shifted by the cache length S, so query t sees keys 0..S+t (torch.ones(T, S + T).tril(S))"))
+                    "be shifted by the cache length S, so query t sees keys 0..S+t (with S = 0 it is the ordinary "
+                    "causal mask)"))
     expect_value_error(model, torch.zeros(1, 9, dtype=torch.long), what=tr("a sequence longer than block_size"))
     shapes = [dims for _, dims in dropout_calls(cls(7, 8, 2, 2, 8, dropout=0.1), GPT_IDX)]
     if shapes.count(4) != 2:
@@ -221,9 +223,8 @@ def check_top_k_filter(fn) -> None:
         out = fn(logits, 2)
     except RuntimeError as err:
         fail(tr("top_k_filter(logits of shape (2, 6), 2) raised RuntimeError ({error}): keep each row's k-th "
-                "largest value as a column that broadcasts against the row, "
-                "torch.topk(logits, k, dim=-1).values[..., -1:] "
-                "(shape (..., 1); the ... works for any number of leading axes)", error=str(err)[:90]))
+                "largest value as a column that broadcasts against the row, shape (..., 1) (index with ... to "
+                "keep any number of leading axes)", error=str(err)[:90]))
     expected = torch.tensor([[1.0, 3.0, 1.0, NEG, 1.0, NEG], [NEG, NEG, 5.0, 4.0, NEG, NEG]])
     if not torch.equal(logits, before):
         fail(tr("top_k_filter changed its input: build a new tensor (masked_fill, not masked_fill_ or indexing =)"))
@@ -233,8 +234,8 @@ def check_top_k_filter(fn) -> None:
             fail(tr("ties with the k-th largest logit must all be kept (row 0 keeps 3.0 and all three 1.0s): compare "
                     "with the k-th largest VALUE (logits < kth -> -inf) instead of keeping k indices"))
         if _equal(out[1], [NEG, NEG, 5.0, 4.0, 2.0, 3.0]):
-            fail(tr("each row needs its own k-th largest value (topk(...).values[..., -1:], keepdim): one threshold "
-                    "for the whole batch breaks rows on another scale"))
+            fail(tr("each row needs its own k-th largest value (one threshold per row, shape (..., 1)): one "
+                    "threshold for the whole batch breaks rows on another scale"))
         fail(tr("top_k_filter(logits, 2) should be {expected}, got {got}", expected=expected.tolist(),
                 got=out.tolist() if type(out) is torch.Tensor else out))
     try:
@@ -242,10 +243,15 @@ def check_top_k_filter(fn) -> None:
     except RuntimeError as err:
         stacked = err
     if not _equal(stacked, torch.stack([expected, expected.flip(0)])):
-        fail(tr("logits of shape (2, 2, 6) were not filtered row by row: take the k-th largest along the LAST axis "
-                "and keep every leading axis, torch.topk(logits, k, dim=-1).values[..., -1:] (not [:, -1:])"))
-    if not _equal(fn(logits, 10), before):
+        fail(tr("logits of shape (2, 2, 6) were not filtered row by row: take the k-th largest along the LAST "
+                "axis and keep every leading axis (index with ..., which stands for all of them, not with a single "
+                ":)"))
+    everything = fn(logits, 10)
+    if not _equal(everything, before):
         fail(tr("k >= V should keep every token (torch.topk raises for k > V: check k first)"))
+    if everything is logits:
+        fail(tr("with k >= V top_k_filter returned logits itself: return a new tensor (a caller that changes the "
+                "result would change its logits)"))
     expect_value_error(fn, logits, 0, what="k = 0")
     passed("top_k_filter")
 
@@ -338,7 +344,9 @@ def check_sample_next_token(fn) -> None:
 
 class _Window(torch.nn.Module):
     """A stand-in language model: at window position t the logits are first[window[0]] +
-    current[window[t]] + place[t], so cropping and positions matter; block_size 4."""
+    current[window[t]] + place[t], so cropping and positions matter; block_size 4. Its cache is shaped
+    like GPT's, one (keys, values) pair per block, each (B, 1, S, 1): the keys hold the window's ids, the
+    values their positions, so a cache passed back slid or stale is named."""
 
     def __init__(self):
         super().__init__()
@@ -349,16 +357,41 @@ class _Window(torch.nn.Module):
         self.place = (a[:4] * 4 + v * 3) % 5 * 0.35
         self.calls = []
         self.grad_enabled = set()
+        self.returned = None  # the length of the cache the last call returned
 
     def forward(self, idx, cache=None, use_cache=False):
-        S = 0 if cache is None else cache.shape[1]
+        cached = None if cache is None else self._cached_ids(cache)  # (B, S)
+        S = 0 if cached is None else cached.shape[1]
         self.calls.append((idx.shape[1], S))
         self.grad_enabled.add(torch.is_grad_enabled())
         if S + idx.shape[1] > self.block_size:
             raise _TooLong(tr("{S} cached + {new} new tokens do not fit in block_size 4", S=S, new=idx.shape[1]), S)
-        window = idx if cache is None else torch.cat([cache, idx], 1)
+        window = idx if cached is None else torch.cat([cached, idx], 1)
         logits = self.first[window[:, :1]] + self.current[window[:, S:]] + self.place[S:window.shape[1]]
-        return (logits, window) if use_cache else logits
+        if not use_cache:
+            return logits
+        self.returned = window.shape[1]
+        positions = torch.arange(window.shape[1], dtype=torch.float32).expand(window.shape)
+        return logits, [(window[:, None, :, None].float(), positions[:, None, :, None])]
+
+    def _cached_ids(self, cache) -> torch.Tensor:
+        """The ids a cache passed back holds; _BadCache when it is not the last one this model returned."""
+        pair = cache[0] if isinstance(cache, (list, tuple)) and len(cache) == 1 else None
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2
+                and all(type(t) is torch.Tensor and t.dim() == 4 for t in pair)):
+            raise _BadCache(tr("the cache passed back to the model is not the one it returned (a list with one "
+                               "(keys, values) pair per block, each (B, H, S, Dh)): pass it back unchanged"))
+        keys, positions = pair[0][:, 0, :, 0], pair[1][0, 0, :, 0]  # (B, S), (S,)
+        if positions.numel() and positions[0] != 0:
+            raise _BadCache(tr("the cache passed back starts at position {start}, not 0: it was slid (its oldest "
+                               "positions dropped). Learned positions cannot slide: when the cache plus the new "
+                               "token would not fit in block_size, start a new cache from the last block_size tokens",
+                               start=int(positions[0])))
+        if keys.shape[1] != self.returned:
+            raise _BadCache(tr("the cache passed back holds {S} positions, but the model's last call returned a cache "
+                               "of {returned}: pass back the cache of the previous step, with only the newest token",
+                               S=keys.shape[1], returned=self.returned))
+        return keys.long()
 
 
 _GEN_PROMPT = torch.tensor([[1, 2], [4, 0]])
@@ -375,10 +408,16 @@ class _TooLong(ValueError):
         self.cached = cached
 
 
+class _BadCache(Exception):
+    """The check's model was handed a cache it did not return last (slid, stale, rebuilt)."""
+
+
 def _generating(fn, model, *args, **kwargs):
     """fn(model, ...), with the check model's own ValueError turned into the mistake behind it."""
     try:
         return fn(model, *args, **kwargs)
+    except _BadCache as err:
+        fail(str(err))
     except _TooLong as err:
         if err.cached:
             fail(tr("the model got {err}: the cache was never restarted. When the cache plus the new token would not "

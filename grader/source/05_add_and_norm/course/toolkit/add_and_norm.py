@@ -90,8 +90,9 @@ def plot_training(losses: dict[str, list[float]], schedules: dict[str, list[floa
         ax_loss.plot(_smooth(values, window), style, color=colour, lw=1.8, label=label)
     if chance is not None:
         ax_loss.axhline(chance, color="0.5", lw=1, ls=":")
-        ax_loss.text(ax_loss.get_xlim()[1], chance, tr("guessing (ln V) "), ha="right", va="top", fontsize=8,
-                     color="0.4")
+        # named outside the axes, right of the line's end: inside it sat on the stalled run's curve
+        ax_loss.annotate(tr("guessing (ln V) "), xy=(1, chance), xycoords=("axes fraction", "data"), xytext=(3, 0),
+                         textcoords="offset points", ha="left", va="center", fontsize=8, color="0.4")
     ax_lr.set_xlabel(tr("step"))
     ax_lr.set_ylabel(tr("learning rate"))
     ax_lr.set_title(tr("learning-rate schedules"), fontsize=10)

@@ -61,6 +61,11 @@ def _expect_parameters(module, want: dict[str, tuple[int, ...]], what: str) -> N
 
 # ---------------------------------------------------------------- RMSNorm
 
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm by its formula, over the last axis."""
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.detach()
+
+
 @public_check
 def check_RMSNorm(cls) -> None:
     avoid_library_call(cls, ("RMSNorm", "rms_norm"),
@@ -80,6 +85,14 @@ def check_RMSNorm(cls) -> None:
         tr("you used the SUM of squares; RMSNorm uses their MEAN (divide by D)"): RMS_SUM,
         tr("the weight is missing: multiply by self.weight"): RMS_NO_WEIGHT,
     }, tr("RMSNorm(4) with weight [1, 0.5, -1, 2] on two rows (row 1 is tiny)"))
+    batched = torch.stack([NORM_X, 2.0 * NORM_X.flip(0)])  # (B, T, D) = (2, 2, 4)
+    if not close(norm(batched), _rms(batched, RMS_WEIGHT, 1e-6), atol=1e-5):
+        fail(tr("RMSNorm is right on (T, D) = (2, 4) but wrong on (B, T, D) = (2, 2, 4): take the mean square over "
+                "the LAST axis (dim=-1, keepdim=True), whatever the number of leading axes"))
+    wide = cls(4, 0.5)
+    if not close(wide(NORM_X), _rms(NORM_X, torch.ones(4), 0.5), atol=1e-5):
+        fail(tr("RMSNorm(4, eps=0.5) does not give x / sqrt(mean(x**2) + 0.5): use the eps argument (keep it in "
+                "__init__), not a fixed 1e-6"))
     expect_value_error(norm, torch.ones(2, 5), what=tr("an input whose last size is not d_model"))
     half = norm.to(torch.bfloat16)(NORM_X.to(torch.bfloat16))
     if getattr(half, "dtype", None) != torch.bfloat16:
@@ -235,6 +248,11 @@ def check_LlamaBlock(cls) -> None:
     with torch.no_grad():
         out = block(SEQ)
         expect_tensor(out, (1, 3, 16), "LlamaBlock(...)(x (1, 3, 16))")
+        for name in ("attn_norm", "ffn_norm"):  # a wrong norm would be blamed on attention below
+            norm = getattr(block, name)
+            if not close(norm(SEQ), _rms(SEQ, norm.weight, 1e-6), atol=1e-5):
+                fail(tr("block.{name}, your RMSNorm, does not give x / sqrt(mean(x**2) + eps) * weight over the last "
+                        "axis of a (1, 3, 16) input: fix RMSNorm first (run its check again)", name=name))
         _causal_probe(block, "LlamaBlock")
         diagnose(out[0, :, :4], BLOCK_OUT, {
             tr("this is the 2017 (Post-LN) order, norm(x + sublayer(x)). LLaMA normalises BEFORE each sublayer and "
@@ -247,6 +265,11 @@ def check_LlamaBlock(cls) -> None:
         for setting, value in (("eps", 10.0), ("rope_base", 30.0)):
             other = cls(16, 4, 2, 24, 8, **{setting: value})
             set_params(other)
+            for name in ("attn_norm", "ffn_norm") if setting == "eps" else ():
+                norm = getattr(other, name)
+                if not close(norm(SEQ), _rms(SEQ, norm.weight, value), atol=1e-5):
+                    fail(tr("LlamaBlock(..., eps={value}): block.{name} does not use eps={value}: pass eps on to "
+                            "both norms, RMSNorm(D, eps)", value=value, name=name))
             if close(other(SEQ), out, atol=1e-6):
                 fail(tr("LlamaBlock(..., {setting}={value}) gives the output of the default {setting}: pass {setting} "
                         "on (RMSNorm(D, eps) for both norms, GroupedQueryAttention(..., max_len, rope_base))",
