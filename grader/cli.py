@@ -15,6 +15,7 @@ from pathlib import Path
 from grader.boundary import forkserver
 from grader.boundary.confine import Limits  # no torch: a few ctypes and os calls
 from grader.chapters import CHAPTERS, Chapter, find_chapter
+from grader.classroom import servicelock  # os, fcntl and ctypes only
 
 
 def _chapters(keys: list[str]):
@@ -107,6 +108,11 @@ def cmd_serve(args) -> int:
     from grader.classroom.term import load_term  # lazy: start-up
 
     Path(args.course_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        lock = servicelock.hold(args.course_dir)  # one service per class, for this process's life
+    except servicelock.ServiceRunning as err:
+        print(f"grader serve: {err}", file=sys.stderr)
+        return 1
     load_term(args.course_dir)  # a bad term.toml stops the service before it grades anything
     forkserver.start()
     from grader.classroom.grading import _pool  # lazy: start-up
@@ -116,8 +122,9 @@ def cmd_serve(args) -> int:
     with _pool(args.scheduler, args.jobs, args.timeout, _limits(args)) as pool:
         pool.start()
         service = Service(args.course_dir, args.exchange, pool, timeout=args.timeout, check_owner=args.check_owner)
-        serve(service, set(args.instructor), poll=args.poll, port=args.port)
+        serve(service, set(args.instructor), poll=args.poll, port=args.port, end_with_parent=args.end_with_parent)
     forkserver.stop()
+    os.close(lock)
     return 0
 
 
@@ -257,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-owner", action="store_true",
                    help="refuse a submission whose folder in the exchange is not owned by the learner it names "
                         "(each learner a unix user: the hub's `local` spawner)")
+    p.add_argument("--end-with-parent", action="store_true",
+                   help="end when the process that started it ends (the hub's config passes it: a killed hub "
+                        "leaves no service behind)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_serve)
 
