@@ -577,6 +577,13 @@ class RealClass:
                 self.process.wait(timeout=30)
 
 
+def remove_class_users() -> None:
+    for user in (PUPIL, TEACHER):
+        subprocess.run(["userdel", "--force", user], capture_output=True)
+    for name in ("staff", "learners"):
+        subprocess.run(["groupdel", f"{PREFIX}-{name}"], capture_output=True)
+
+
 @pytest.fixture(scope="module")
 def real_class():
     if os.getuid() != 0 or not shutil.which("useradd"):
@@ -593,6 +600,7 @@ def real_class():
                COURSE_LEARNER_ENV=str(LEARNERS_ENV), COURSE_HUB_PORT=str(port), COURSE_HUB_API_PORT=str(free_port()),
                COURSE_HUB_SPAWNER="local", COURSE_HUB_AUTHENTICATOR="dummy", COURSE_HUB_PASSWORD=password)
     group = REPO.stat().st_gid
+    remove_class_users()  # an interrupted run's: their homes would not be this run's
     the_class = RealClass(Hub(f"http://127.0.0.1:{port}", password, base / "state", base / "exchange",
                               base / "home" / TEACHER / "course"), env, base)
     try:
@@ -601,12 +609,10 @@ def real_class():
         yield the_class
     finally:
         the_class.stop_hub()
-        for user in (PUPIL, TEACHER):
-            subprocess.run(["userdel", "--force", user], capture_output=True)
-        for name in ("staff", "learners"):
-            subprocess.run(["groupdel", f"{PREFIX}-{name}"], capture_output=True)
+        remove_class_users()
         subprocess.run(["chgrp", "-R", str(group), str(REPO)], check=True)
-        if SHOTS.is_dir() and (base / "hub.log").exists():
+        if (base / "hub.log").exists():
+            SHOTS.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(base / "hub.log", SHOTS / "real-class-hub.log")
         shutil.rmtree(base, ignore_errors=True)
 
@@ -658,7 +664,7 @@ def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(rea
     assert all(codes.values()), f"these worked for a learner: {[name for name, code in codes.items() if not code]}"
     # (the same terminal runs the chapter's own code: the learners' environment has what it needs)
     run_in_terminal(f"{hub.url}/user/{PUPIL}", tokens[PUPIL],
-                    f"cd ~/{ON_SUBMIT.assignment} && python -c 'import torch, checks, toolkit'")
+                    f"cd ~/{ON_SUBMIT.assignment} && python -c 'import torch, course.checks, course.toolkit'")
 
     # Grading on submit still works for them.
     body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(samples.reference(ON_SUBMIT)))}
