@@ -172,12 +172,12 @@ if env("COURSE_GRADING_SERVICE", "on") != "off":
         "command": [str(BIN / "grader"), "serve", "--course-dir", course_path, "--exchange", exchange,
                     "--instructor", instructor, "--end-with-parent"],
         "oauth_no_confirm": True,
-        "cwd": course_path,  # not the hub's own folder, which is root's alone with `local`
         "timeout": 120,  # seconds to answer: it starts its warm pool (torch) first; JupyterHub's 10 s is short
         "environment": {"PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}", "MPLBACKEND": "Agg",
                         "COURSE_EXCHANGE_ROOT": exchange},
     }
     if not simple:
+        service["cwd"] = course_path  # setup-class.sh made it; the hub's own folder is root's alone
         service["user"] = env("COURSE_GRADING_USER", instructor)
         service["command"].append("--check-owner")  # each learner is a unix user: the folder's owner says who
     c.JupyterHub.services = [service]
