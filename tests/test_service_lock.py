@@ -2,7 +2,7 @@
 
 The processes are real: a service holding the course directory's lock, a second `grader serve` on the
 same directory, a worker forked from the service outliving it, a "hub" killed with SIGKILL while its
-`grader serve --end-with-parent` runs. tests/test_hub.py does the same with a real JupyterHub.
+`grader serve --hub-pid` runs. tests/test_hub.py does the same with a real JupyterHub.
 """
 from __future__ import annotations
 
@@ -96,21 +96,20 @@ def free(course: Path) -> int | None:
 
 
 HUB = textwrap.dedent("""
-    import subprocess, sys, time
-    service = subprocess.Popen(sys.argv[1:])
+    import os, subprocess, sys, time
+    service = subprocess.Popen([*sys.argv[1:], "--hub-pid", str(os.getpid())])
     print(service.pid, flush=True)
     time.sleep(600)
 """)
 
 
 def test_the_service_ends_with_the_hub_that_started_it(tmp_path):
-    """A stand-in hub starts `grader serve --end-with-parent` as JupyterHub starts a managed service and
+    """A stand-in hub starts `grader serve --hub-pid <its pid>` as JupyterHub starts a managed service and
     is killed; the service ends within seconds and leaves the lock free for the next hub's service."""
     course = tmp_path / "course"
     env = dict(os.environ, JUPYTERHUB_API_TOKEN=secrets.token_hex(8),
                JUPYTERHUB_SERVICE_URL=f"http://127.0.0.1:{free_port()}", JUPYTERHUB_SERVICE_PREFIX="/services/grading/")
-    command = [str(BIN / "grader"), "serve", "--course-dir", str(course), "--exchange", str(tmp_path / "exchange"),
-               "--end-with-parent"]
+    command = [str(BIN / "grader"), "serve", "--course-dir", str(course), "--exchange", str(tmp_path / "exchange")]
     hub = subprocess.Popen([sys.executable, "-c", HUB, *command], stdout=subprocess.PIPE, text=True, env=env)
     service = int(hub.stdout.readline())
     try:
@@ -120,8 +119,20 @@ def test_the_service_ends_with_the_hub_that_started_it(tmp_path):
         hub.kill()
         hub.wait(timeout=30)
         os.close(wait_for(lambda: free(course), 20, "the service to end with its hub (its lock freed)", 0.2))
-        assert not alive(service)
+        wait_for(lambda: not alive(service), 10, "the service's process to end")  # its lock goes first
     finally:
         stop(hub)
         if alive(service):
             os.kill(service, signal.SIGKILL)
+
+
+def test_a_service_whose_hub_already_ended_does_not_start(tmp_path):
+    """The hub died while it was starting the service: the service is an orphan from its first line and
+    refuses, rather than grading beside the next hub's."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    started = subprocess.run([str(BIN / "grader"), "serve", "--course-dir", str(tmp_path), "--exchange",
+                              str(tmp_path / "exchange"), "--hub-pid", str(gone.pid)], capture_output=True, text=True,
+                             timeout=120, env=dict(os.environ, JUPYTERHUB_API_TOKEN="x"))
+    assert started.returncode == 1 and f"the hub that started it (pid {gone.pid}) has ended" in started.stderr, started
+    os.close(servicelock.hold(tmp_path))  # and it left the lock free

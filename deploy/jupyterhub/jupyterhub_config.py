@@ -170,7 +170,7 @@ if env("COURSE_GRADING_SERVICE", "on") != "off":
         "name": "grading",
         "url": f"http://127.0.0.1:{free_port()}",
         "command": [str(BIN / "grader"), "serve", "--course-dir", course_path, "--exchange", exchange,
-                    "--instructor", instructor, "--end-with-parent"],
+                    "--instructor", instructor, "--hub-pid", str(os.getpid())],
         "oauth_no_confirm": True,
         "timeout": 120,  # seconds to answer: it starts its warm pool (torch) first; JupyterHub's 10 s is short
         "environment": {"PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}", "MPLBACKEND": "Agg",

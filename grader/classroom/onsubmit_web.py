@@ -17,7 +17,6 @@ from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuth
 from jupyterhub.utils import url_path_join
 from tornado import ioloop, web
 
-from grader.classroom import servicelock
 from grader.classroom.ledger import STATE_DIR
 from grader.classroom.onsubmit_pages import class_page, learner_page
 
@@ -80,9 +79,9 @@ class ClassView(Page):
 
 
 def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = None,
-          end_with_parent: bool = False) -> None:
-    """Grade in a thread, serve the pages here, until interrupted (or, with `end_with_parent`, until the
-    process that started it, the hub, ends)."""
+          hub_alive=None) -> None:
+    """Grade in a thread, serve the pages here, until interrupted (or, given `hub_alive`, until it says
+    the hub that started the service has ended)."""
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
     if port is None:
         port = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101")).port
@@ -103,10 +102,9 @@ def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = 
     pid.write_text(f"{os.getpid()}\n")
     print(f"grading service: {service.course_dir}, exchange {service.exchange}, on port {port} at {prefix}",
           flush=True)
-    if end_with_parent:
-        parent_alive = servicelock.end_with_parent()
+    if hub_alive:
         loop = ioloop.IOLoop.current()
-        ioloop.PeriodicCallback(lambda: parent_alive() or loop.stop(), 2000).start()
+        ioloop.PeriodicCallback(lambda: hub_alive() or loop.stop(), 2000).start()
     try:
         ioloop.IOLoop.current().start()
     finally:

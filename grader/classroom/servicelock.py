@@ -7,9 +7,9 @@ the first. It is a POSIX record lock (`lockf`): the kernel drops it when the pro
 ends, and a process forked from the service (the sandbox's workers) does not inherit it, so an orphaned
 worker never keeps a class without its service.
 
-`end_with_parent()` makes the kernel send SIGTERM to this process when its parent dies (Linux's
-PR_SET_PDEATHSIG), and reports whether the parent is still the one it started with, for a caller that
-polls (another system, or a parent that died before the call).
+`end_with_parent(pid)` makes the kernel send SIGTERM to this process when its parent dies (Linux's
+PR_SET_PDEATHSIG), and gives a check that the parent is still `pid` (the hub's, which the hub's config
+knows): a hub that died before the call, or a system without the signal, is caught by that check.
 """
 from __future__ import annotations
 
@@ -49,10 +49,9 @@ def hold(course_dir: Path | str) -> int:
     return fd
 
 
-def end_with_parent(sig: int = signal.SIGTERM):
-    """Have `sig` sent to this process when its parent dies; a function that says whether the parent
-    is still alive (False once this process was re-parented)."""
-    parent = os.getppid()
+def end_with_parent(parent: int, sig: int = signal.SIGTERM):
+    """Have `sig` sent to this process when its parent dies; a function that says whether its parent is
+    still `parent` (False once this process was re-parented, or if it already was)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
