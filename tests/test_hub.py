@@ -609,6 +609,10 @@ def real_class():
         yield the_class
     finally:
         the_class.stop_hub()
+        proxy = base / "state" / "jupyterhub-proxy.pid"
+        for pid in [*service_processes(the_class.course), *([int(proxy.read_text())] if proxy.is_file() else [])]:
+            if running(pid):  # what a hub that failed to start left behind
+                os.kill(pid, 9)
         remove_class_users()
         subprocess.run(["chgrp", "-R", str(group), str(REPO)], check=True)
         if (base / "hub.log").exists():
