@@ -55,11 +55,15 @@ $(PROXY):
 	npm install --prefix .hub --no-audit --no-fund --loglevel=error configurable-http-proxy@$(CHP_VERSION)
 
 # A try-out class on this machine: deploy/jupyterhub/ with the simple spawner and one password, on a
-# free port (HUB_PORT=8000 to choose). A real class sets the COURSE_* variables of jupyterhub_config.py.
+# free port (HUB_PORT=8000 to choose; the hub's API on HUB_API_PORT, default 8081). Not for a real
+# class: every learner can read the answers (README: Running a class; deploy/jupyterhub/setup-class.sh).
+# `exec`: the hub is make's own child, so stopping make (Ctrl-C, kill) stops the hub, which stops its
+# proxy, servers and grading service.
 HUB_STATE ?= $(CURDIR)/.hub/state
 hub: hub-setup
-	mkdir -p $(HUB_STATE)/exchange && chmod 777 $(HUB_STATE)/exchange
-	cd $(HUB_STATE) && COURSE_HUB_PORT=$${HUB_PORT:-$$($(CURDIR)/$(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')} \
+	mkdir -p $(HUB_STATE)/exchange && chmod 1777 $(HUB_STATE)/exchange
+	cd $(HUB_STATE) && exec env COURSE_HUB_PORT=$${HUB_PORT:-$$($(CURDIR)/$(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')} \
+	    COURSE_HUB_API_PORT=$${HUB_API_PORT:-8081} \
 	    COURSE_HUB_STATE=$(HUB_STATE) COURSE_EXCHANGE_ROOT=$(HUB_STATE)/exchange COURSE_HUB_SPAWNER=simple \
 	    COURSE_HUB_AUTHENTICATOR=dummy COURSE_HUB_PASSWORD=$${HUB_PASSWORD:-try-out} \
 	    COURSE_LEARNERS=$${HUB_LEARNERS:-learner1,learner2} $(CURDIR)/$(BIN)/jupyterhub -f $(CURDIR)/deploy/jupyterhub/jupyterhub_config.py

@@ -15,6 +15,7 @@ from pathlib import Path
 from grader.boundary import forkserver
 from grader.boundary.confine import Limits  # no torch: a few ctypes and os calls
 from grader.chapters import CHAPTERS, Chapter, find_chapter
+from grader.classroom import servicelock  # os, fcntl and ctypes only
 
 
 def _chapters(keys: list[str]):
@@ -115,6 +116,15 @@ def cmd_serve(args) -> int:
     from grader.classroom.term import load_term  # lazy: start-up
 
     Path(args.course_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        lock = servicelock.hold(args.course_dir)  # one service per class, for this process's life
+    except servicelock.ServiceRunning as err:
+        print(f"grader serve: {err}", file=sys.stderr)
+        return 1
+    hub_alive = servicelock.end_with_parent(args.hub_pid) if args.hub_pid else None  # before the slow start
+    if hub_alive and not hub_alive():
+        print(f"grader serve: the hub that started it (pid {args.hub_pid}) has ended", file=sys.stderr)
+        return 1
     load_term(args.course_dir)  # a bad term.toml stops the service before it grades anything
     forkserver.start()
     from grader.classroom.grading import _pool  # lazy: start-up
@@ -124,8 +134,9 @@ def cmd_serve(args) -> int:
     with _pool(args.scheduler, args.jobs, args.timeout, _limits(args)) as pool:
         pool.start()
         service = Service(args.course_dir, args.exchange, pool, timeout=args.timeout, check_owner=args.check_owner)
-        serve(service, set(args.instructor), poll=args.poll, port=args.port)
+        serve(service, set(args.instructor), poll=args.poll, port=args.port, hub_alive=hub_alive)
     forkserver.stop()
+    os.close(lock)
     return 0
 
 
@@ -276,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-owner", action="store_true",
                    help="refuse a submission whose folder in the exchange is not owned by the learner it names "
                         "(each learner a unix user: the hub's `local` spawner)")
+    p.add_argument("--hub-pid", type=int, default=None,
+                   help="the hub that starts it, its parent: it ends when that process ends (the hub's config "
+                        "passes it: a killed hub leaves no service behind)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_serve)
 

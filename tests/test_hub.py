@@ -31,6 +31,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -199,7 +200,8 @@ def hub(tmp_path_factory):
     course = state / "home" / "instructor" / "course"
     course.mkdir(parents=True)
     port, password = free_port(), secrets.token_hex(8)
-    env = dict(os.environ, COURSE_HUB_PORT=str(port), COURSE_HUB_STATE=str(state), COURSE_EXCHANGE_ROOT=str(exchange),
+    env = dict(os.environ, COURSE_HUB_PORT=str(port), COURSE_HUB_API_PORT=str(free_port()),
+               COURSE_HUB_STATE=str(state), COURSE_EXCHANGE_ROOT=str(exchange),
                COURSE_DIRECTORY=str(course), COURSE_HUB_AUTHENTICATOR="dummy", COURSE_HUB_PASSWORD=password,
                COURSE_HUB_SPAWNER="simple", COURSE_LEARNERS=",".join(LEARNERS),
                # the test drives the Assignments panel through JupyterLab's command registry
@@ -524,3 +526,240 @@ def test_graded_on_submit(hub, browser):
 def ledger_key(row: dict) -> str:
     """The service's key of a ledger row (grader.classroom.ledger.Entry.key), as its pages link it."""
     return Entry(row["id"], row["student"], row["assignment"], row["submitted_at"]).key
+
+
+# A real class: deploy/jupyterhub/setup-class.sh as root, then the hub with the `local` spawner: a unix
+# user per learner, whose server runs from the learners' environment. The users and groups are this
+# test's own (PREFIX) and are removed after it; the repository keeps the modes the deployment gives it.
+SETUP = DEPLOY / "setup-class.sh"
+PREFIX = "hubtest"
+TEACHER, PUPIL = f"{PREFIX}-teacher", f"{PREFIX}-learner"
+LEARNERS_ENV = Path("/var/tmp/course-test-learners-env")  # built once (minutes), kept between runs
+
+
+def course_python_opened() -> list[str]:
+    """A command prefix under which every user can run the course's Python. Where it sits under a home
+    only root enters (/root/.pyenv on these machines), the class runs in a mount namespace in which that
+    home shows the Python alone, to anyone; [] where every user can run it already."""
+    base = Path(sys.base_prefix).resolve()
+    closed = next((p for p in reversed(base.parents) if p != Path("/") and not p.stat().st_mode & 0o001), None)
+    if closed is None:
+        return []
+    inside = closed / base.relative_to(closed).parts[0]
+    script = (f'keep=$(mktemp -d) && mount --bind {closed} "$keep" && mount -t tmpfs -o mode=0711 tmpfs {closed} '
+              f'&& mkdir {inside} && mount --bind "$keep/{inside.name}" {inside} && exec "$@"')
+    return ["unshare", "--mount", "sh", "-c", script, "sh"]
+
+
+@dataclass
+class RealClass:
+    hub: Hub
+    env: dict
+    base: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def course(self) -> Path:
+        return self.base / "home" / TEACHER / "course"
+
+    def start_hub(self) -> None:
+        state = self.base / "state"
+        log = (self.base / "hub.log").open("a")
+        self.process = subprocess.Popen([*course_python_opened(), str(BIN / "jupyterhub"), "-f",
+                                         str(DEPLOY / "jupyterhub_config.py")], cwd=state, env=self.env,
+                                        stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: self.process.poll() is None and http_ok(f"{self.hub.url}/hub/api"), 180, "JupyterHub to start")
+
+    def stop_hub(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()  # stops the servers and the service too
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+
+
+def remove_class_users() -> None:
+    for user in (PUPIL, TEACHER):
+        subprocess.run(["userdel", "--force", user], capture_output=True)
+    for name in ("staff", "learners"):
+        subprocess.run(["groupdel", f"{PREFIX}-{name}"], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def real_class():
+    if os.getuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("a real class needs root: setup-class.sh creates unix users (CI runs as root)")
+    if not PROXY.exists() and not shutil.which("configurable-http-proxy"):
+        pytest.fail("configurable-http-proxy is missing: `make test-integration` installs it into .hub/")
+    base = Path(tempfile.mkdtemp(prefix="course-class-", dir="/var/tmp"))  # /tmp's pytest folders are root's
+    base.chmod(0o755)
+    (base / "home").mkdir(mode=0o755)
+    port, password = free_port(), secrets.token_hex(8)
+    env = dict(os.environ, COURSE_INSTRUCTOR=TEACHER, COURSE_LEARNERS=PUPIL, COURSE_STAFF_GROUP=f"{PREFIX}-staff",
+               COURSE_LEARNER_GROUP=f"{PREFIX}-learners", COURSE_HOME_BASE=str(base / "home"),
+               COURSE_EXCHANGE_ROOT=str(base / "exchange"), COURSE_HUB_STATE=str(base / "state"),
+               COURSE_LEARNER_ENV=str(LEARNERS_ENV), COURSE_HUB_PORT=str(port), COURSE_HUB_API_PORT=str(free_port()),
+               COURSE_HUB_SPAWNER="local", COURSE_HUB_AUTHENTICATOR="dummy", COURSE_HUB_PASSWORD=password)
+    group = REPO.stat().st_gid
+    remove_class_users()  # an interrupted run's: their homes would not be this run's
+    the_class = RealClass(Hub(f"http://127.0.0.1:{port}", password, base / "state", base / "exchange",
+                              base / "home" / TEACHER / "course"), env, base)
+    try:
+        subprocess.run([*course_python_opened(), "bash", str(SETUP)], env=env, check=True, timeout=1800)
+        the_class.start_hub()
+        yield the_class
+    finally:
+        the_class.stop_hub()
+        proxy = base / "state" / "jupyterhub-proxy.pid"
+        for pid in [*service_processes(the_class.course), *([int(proxy.read_text())] if proxy.is_file() else [])]:
+            if running(pid):  # what a hub that failed to start left behind
+                os.kill(pid, 9)
+        remove_class_users()
+        subprocess.run(["chgrp", "-R", str(group), str(REPO)], check=True)
+        if (base / "hub.log").exists():
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(base / "hub.log", SHOTS / "real-class-hub.log")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def learner_attacks(course: Path) -> dict[str, str]:
+    """What a learner types in a terminal to reach the answers, the hidden tests or unlimited grading."""
+    notebook = f"~/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name}"
+    return {
+        "import solutions": "python -c 'import solutions'",
+        "import solutions from the repository": f"cd {REPO} && python -c 'import solutions'",
+        "read a rubric": f"cat {REPO}/grader/rubrics/{ON_SUBMIT.name}.md",
+        "read a hidden spec": f"cat {REPO}/grader/boundary/specs/{ON_SUBMIT.name}.py",
+        "import the hidden specs": f"{BIN}/python -c 'import grader.boundary.specs'",
+        "list the course directory": f"ls {course}",
+        "read the source notebooks": f"ls {course}/source/{ON_SUBMIT.assignment}",
+        "run grader grade": f"grader grade {notebook}",
+        "run the course's grader": f"{BIN}/grader grade {notebook}",
+    }
+
+
+def in_terminal_each(server: str, token: str, commands: dict[str, str]) -> dict[str, int]:
+    """Each command's exit status, run one after another in one terminal of `server`."""
+    line = "; ".join(f"({command}) >/dev/null 2>&1; echo attack-{i}:$?" for i, command in enumerate(commands.values()))
+    shown = run_in_terminal(server, token, line)
+    codes = dict(re.findall(r"attack-(\d+):(\d+)", shown))
+    return {name: int(codes[str(i)]) for i, name in enumerate(commands)}
+
+
+def mine(hub: Hub, token: str) -> list[dict]:
+    return json.loads(hub.api("GET", f"{SERVICE}api/mine", token, raw=True))
+
+
+@pytest.mark.integration
+def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(real_class):
+    hub, course = real_class.hub, real_class.course
+    tokens = {user: hub.token(user) for user in (TEACHER, PUPIL)}
+    (course / "term.toml").write_text(f'[on_submit]\nchapters = ["{ON_SUBMIT.number}"]\n')
+    shutil.chown(course / "term.toml", TEACHER, f"{PREFIX}-staff")
+    hub.start(TEACHER, tokens[TEACHER])
+    run_in_terminal(f"{hub.url}/user/{TEACHER}", tokens[TEACHER],
+                    f"grader release {ON_SUBMIT.number} --course-dir {course} && cd {course} && "
+                    f"nbgrader release_assignment {ON_SUBMIT.assignment}")
+    hub.start(PUPIL, tokens[PUPIL])
+    query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": ON_SUBMIT.assignment})
+    assert hub.api("POST", f"/user/{PUPIL}/assignments/fetch?{query}", tokens[PUPIL], body=b"")["success"]
+
+    # The learner, in a terminal of their own server: every way to the answers, hidden tests and grader fails.
+    codes = in_terminal_each(f"{hub.url}/user/{PUPIL}", tokens[PUPIL], learner_attacks(course))
+    assert all(codes.values()), f"these worked for a learner: {[name for name, code in codes.items() if not code]}"
+    # (the same terminal runs the chapter's own code: the learners' environment has what it needs)
+    run_in_terminal(f"{hub.url}/user/{PUPIL}", tokens[PUPIL],
+                    f"cd ~/{ON_SUBMIT.assignment} && python -c 'import torch, course.checks, course.toolkit'")
+
+    # Grading on submit still works for them.
+    body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(samples.reference(ON_SUBMIT)))}
+    hub.api("PUT", f"/user/{PUPIL}/api/contents/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name}", tokens[PUPIL], body)
+    assert hub.api("POST", f"/user/{PUPIL}/assignments/submit?{query}", tokens[PUPIL], body=b"")["success"]
+    total = sum(ex.points for ex in exercises(ON_SUBMIT.name).values())
+    graded = wait_for(lambda: [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"], 300,
+                      "the learner's submission to be graded on submit")
+    assert graded[0]["score"] == pytest.approx(total), graded
+
+
+def service_processes(course: Path) -> list[int]:
+    """The `grader serve` processes on this course directory."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and b"serve" in argv and str(course).encode() in argv:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.integration
+def test_a_hub_killed_and_restarted_keeps_one_service_and_the_learners_servers(real_class):
+    hub, course = real_class.hub, real_class.course
+    token = hub.token(PUPIL)
+    hub.start(PUPIL, token)
+    wait_for(lambda: len(service_processes(course)) == 1, 120, "the grading service")
+    [first] = service_processes(course)
+    real_class.process.kill()  # the hub dies without cleaning up: its learners' servers run on
+    real_class.process.wait(timeout=30)
+    wait_for(lambda: not service_processes(course), 30, "the grading service to end with its hub")
+    real_class.start_hub()
+    wait_for(lambda: service_processes(course), 120, "the restarted hub's grading service")
+    time.sleep(5)  # a second service, had one started, would be running by now
+    assert len(service_processes(course)) == 1 and service_processes(course) != [first]
+    # The learner's server, started by the killed hub, answers through the new one.
+    status = hub.api("GET", f"/user/{PUPIL}/api/status", token)
+    assert "started" in status, status
+    assert mine(hub, token) is not None
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process started by `pid`, its children's children too."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for child in children:
+            found += [child, *descendants(child)]
+    return found
+
+
+def running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.integration
+def test_stopping_make_hub_stops_what_it_started(tmp_path):
+    """`kill` of `make hub` (as a terminal's close or a supervisor sends it): the hub, its proxy, its servers
+    and its grading service all stop; none is left to grade next to the next hub's."""
+    state, port = tmp_path / "state", free_port()
+    env = dict(os.environ, HUB_PORT=str(port), HUB_API_PORT=str(free_port()), HUB_PASSWORD="try-out")
+    make = subprocess.Popen(["make", "-o", "hub-setup", "hub", f"HUB_STATE={state}"], cwd=REPO, env=env,
+                            stdout=(tmp_path / "make.log").open("w"), stderr=subprocess.STDOUT)
+    started: list[int] = []
+    try:
+        wait_for(lambda: make.poll() is None and http_ok(f"http://127.0.0.1:{port}/hub/api"), 180,
+                 "`make hub`'s hub")
+        hub = Hub(f"http://127.0.0.1:{port}", "try-out", state, state / "exchange", state / "home" / "instructor")
+        hub.start("learner1", hub.token("learner1"))
+        wait_for(lambda: (state / "home" / "instructor" / "course" / "on-submit" / "service.pid").is_file(), 120,
+                 "the grading service")
+        started = descendants(make.pid)
+        names = {Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() for pid in started}
+        wanted = ("jupyterhub -f", "configurable-http-proxy", "grader serve", "jupyterhub-singleuser")
+        assert all(any(what in name for name in names) for what in wanted), names
+        make.terminate()
+        make.wait(timeout=60)
+        wait_for(lambda: not [pid for pid in started if running(pid)], 60, "everything `make hub` started to stop")
+    finally:
+        for pid in [make.pid, *started]:
+            if running(pid):
+                os.kill(pid, 9)

@@ -3,16 +3,22 @@
 Start from this file (`make hub` runs it locally; tests/test_hub.py runs a whole class through it).
 Every setting a class changes comes from an environment variable, so the file itself stays as shipped:
 
-  COURSE_HUB_PORT         the port learners open (default 8000); the hub's internal ports are free ones
+  COURSE_HUB_PORT         the port learners open (default 8000)
+  COURSE_HUB_API_PORT     the hub's API port, where every server reaches the hub (default 8081): fixed, so
+                          the learners' servers still answer after the hub restarts
   COURSE_HUB_IP           the address it listens on (default 127.0.0.1; 0.0.0.0 to serve a network)
   COURSE_HUB_STATE        the hub's database, cookie secret and (simple spawner) homes (default /srv/jupyterhub)
   COURSE_INSTRUCTOR       the instructor's user name, an admin (default instructor)
   COURSE_LEARNERS         comma-separated learner user names allowed in (default: anyone who can log in)
   COURSE_HUB_AUTHENTICATOR  pam (default: the machine's unix accounts) or dummy (a try-out: any user
                           name, one shared password COURSE_HUB_PASSWORD; never for a real class)
-  COURSE_HUB_SPAWNER      local (default: each learner's server runs as their own unix user) or simple
-                          (every server runs as the hub's user, a home per learner under
-                          COURSE_HUB_STATE/home: no isolation between learners; try-outs and tests only)
+  COURSE_HUB_SPAWNER      local (default, a real class: each learner's server runs as their own unix user,
+                          from the learners' environment; deploy/jupyterhub/setup-class.sh sets the machine up
+                          and the hub refuses to start until it has) or simple (a try-out: every server
+                          runs as the hub's user from the course's own environment, a home per learner under
+                          COURSE_HUB_STATE/home: no isolation; learners can read the answers and hidden tests)
+  COURSE_LEARNER_ENV      the learners' environment (default /srv/course/learners-env): the third-party
+                          packages only, no course package, built by setup-class.sh (`local` only)
   COURSE_EXCHANGE_ROOT    nbgrader's exchange (default /srv/nbgrader/exchange; read by nbgrader_config.py)
   COURSE_DIRECTORY        the instructor's nbgrader course directory (default ~instructor/course)
   COURSE_SERVER_ARGS      extra command-line options for every single-user server
@@ -22,9 +28,9 @@ Every setting a class changes comes from an environment variable, so the file it
   COURSE_GRADING_USER     the unix user the service runs as (default: the instructor, who owns the
                           course directory; with the simple spawner, the hub's own user)
 
-A real class adds isolation this file does not: PAM or an OAuth/LTI authenticator (LTI from the
-LMS), and each learner's server as a separate unix user (`local`) or in a container
-(DockerSpawner, KubeSpawner), so learners cannot read each other's files or the exchange's inbound folder.
+A real class: `sudo deploy/jupyterhub/setup-class.sh` with the same variables (a unix user per learner,
+the repository, the course directory and the hub's state closed to learners, the learners' environment),
+then this file with the `local` spawner and PAM or an OAuth/LTI authenticator (LTI from the LMS).
 """
 import os
 import shlex
@@ -72,7 +78,7 @@ c.JupyterHub.ip = env("COURSE_HUB_IP", "127.0.0.1")
 c.JupyterHub.port = int(env("COURSE_HUB_PORT", "8000"))
 require_free(c.JupyterHub.ip, c.JupyterHub.port, state / "jupyterhub-proxy.pid")
 c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = free_port()
+c.JupyterHub.hub_port = int(env("COURSE_HUB_API_PORT", "8081"))
 c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{free_port()}"
@@ -97,24 +103,49 @@ if env("COURSE_HUB_AUTHENTICATOR", "pam") == "dummy":
 else:
     c.JupyterHub.authenticator_class = "pam"
 
-c.Spawner.cmd = [str(BIN / "jupyterhub-singleuser")]
+simple = env("COURSE_HUB_SPAWNER", "local") == "simple"
+# The instructor's server runs from the course's environment (grader, nbgrader's instructor tools); a
+# learner's, with `local`, from the learners' environment, whose copy of this folder's Jupyter config
+# setup-class.sh keeps (the repository is closed to learners).
+learners_env = Path(env("COURSE_LEARNER_ENV", "/srv/course/learners-env"))
+learners_bin, learners_config = (BIN, HERE) if simple else (learners_env / "bin", learners_env / "etc" / "course")
+if not simple:
+    if not (learners_bin / "jupyterhub-singleuser").exists():
+        sys.exit(f"no learners' environment at {learners_env} (COURSE_LEARNER_ENV): run "
+                 "`sudo deploy/jupyterhub/setup-class.sh` first (README: Running a class)")
+    if REPO.stat().st_mode & 0o007:
+        sys.exit(f"{REPO} is open to every unix user (mode {REPO.stat().st_mode & 0o777:o}): a learner could import "
+                 "the answers and read the hidden tests. Run `sudo deploy/jupyterhub/setup-class.sh` first")
+    state.chmod(0o700)  # the hub's database and cookie secret
+
+
+def bin_of(spawner) -> Path:
+    return BIN if spawner.user.name == instructor else learners_bin
+
+
+def choose_environment(spawner) -> None:
+    spawner.cmd = [str(bin_of(spawner) / "jupyterhub-singleuser")]
+
+
+c.Spawner.pre_spawn_hook = choose_environment
 c.Spawner.default_url = "/lab"
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 120
 exchange = env("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
 course_dir = env("COURSE_DIRECTORY")
 c.Spawner.environment = {
-    "PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}",
+    "PATH": lambda spawner: f"{bin_of(spawner)}{os.pathsep}{env('PATH', '/usr/bin:/bin')}",
     # nbgrader reads nbgrader_config.py from every folder on the Jupyter config path: this one's. A
     # learner's path starts with learner/, which turns off nbgrader's instructor tools (Formgrader,
     # Create Assignment, the course list) in their server and their JupyterLab.
     "JUPYTER_CONFIG_PATH": lambda spawner: str(HERE) if spawner.user.name == instructor
-    else os.pathsep.join([str(HERE / "learner"), str(HERE)]),
+    else os.pathsep.join([str(learners_config / "learner"), str(learners_config)]),
     "COURSE_EXCHANGE_ROOT": exchange,
-    "COURSE_BIN": str(BIN),  # a terminal's login shell resets PATH; jupyter_server_config.py puts this back
+    # a terminal's login shell resets PATH; jupyter_server_config.py puts this back
+    "COURSE_BIN": lambda spawner: str(bin_of(spawner)),
     "MPLBACKEND": "Agg",
 }
-if env("COURSE_HUB_SPAWNER", "local") == "simple":
+if simple:
     c.JupyterHub.spawner_class = "simple"
     c.SimpleLocalProcessSpawner.home_dir_template = str(state / "home" / "{username}")
     instructor_home = state / "home" / instructor
@@ -129,7 +160,8 @@ c.Spawner.args = shlex.split(env("COURSE_SERVER_ARGS", ""))  # more options for 
 if os.getuid() == 0:
     c.Spawner.args.append("--allow-root")  # the simple spawner runs every server as the hub's user
 
-# Grading on submit: a hub-managed service (restarted by the hub if it dies) that watches the exchange's
+# Grading on submit: a hub-managed service (restarted by the hub if it dies, ending with the hub, one per
+# course directory: a second refuses while the first runs) that watches the exchange's
 # inbound folder and grades what term.toml's [on_submit] asks for; its pages sit under /services/grading/,
 # behind the hub's login. Every user may open them; each learner sees their own rows only.
 if env("COURSE_GRADING_SERVICE", "on") != "off":
@@ -138,12 +170,14 @@ if env("COURSE_GRADING_SERVICE", "on") != "off":
         "name": "grading",
         "url": f"http://127.0.0.1:{free_port()}",
         "command": [str(BIN / "grader"), "serve", "--course-dir", course_path, "--exchange", exchange,
-                    "--instructor", instructor],
+                    "--instructor", instructor, "--hub-pid", str(os.getpid())],
         "oauth_no_confirm": True,
+        "timeout": 120,  # seconds to answer: it starts its warm pool (torch) first; JupyterHub's 10 s is short
         "environment": {"PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}", "MPLBACKEND": "Agg",
                         "COURSE_EXCHANGE_ROOT": exchange},
     }
-    if env("COURSE_HUB_SPAWNER", "local") != "simple":
+    if not simple:
+        service["cwd"] = course_path  # setup-class.sh made it; the hub's own folder is root's alone
         service["user"] = env("COURSE_GRADING_USER", instructor)
         service["command"].append("--check-owner")  # each learner is a unix user: the folder's owner says who
     c.JupyterHub.services = [service]

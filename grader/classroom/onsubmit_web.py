@@ -105,8 +105,10 @@ class ClassView(Page):
         self.write(class_page(self.service.ledger, self.service.totals(), self.base, self.service.policy.problem))
 
 
-def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = None) -> None:
-    """Grade in a thread, serve the pages here, until interrupted."""
+def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = None,
+          hub_alive=None) -> None:
+    """Grade in a thread, serve the pages here, until interrupted (or, given `hub_alive`, until it says
+    the hub that started the service has ended)."""
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
     if port is None:
         port = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101")).port
@@ -127,6 +129,9 @@ def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = 
     pid.write_text(f"{os.getpid()}\n")
     print(f"grading service: {service.course_dir}, exchange {service.exchange}, on port {port} at {prefix}",
           flush=True)
+    if hub_alive:
+        loop = ioloop.IOLoop.current()
+        ioloop.PeriodicCallback(lambda: hub_alive() or loop.stop(), 2000).start()
     try:
         ioloop.IOLoop.current().start()
     finally:
