@@ -112,8 +112,8 @@ def next_token_targets(idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         idx: (B, T) token ids, T >= 2.
     Returns:
         (inputs, targets), both (B, T - 1): inputs are each row without its last token,
-        targets each row without its first, so targets[:, t] is the token that follows inputs[:, t]. Both keep idx's dtype (int32 stays
-        int32); idx is not modified.
+        targets each row without its first, so targets[:, t] is the token that follows inputs[:, t].
+        Both keep idx's dtype (int32 stays int32); idx is not modified.
     Raises:
         ValueError if idx is not 2-dimensional or T < 2.
     """
