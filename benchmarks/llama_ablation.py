@@ -283,6 +283,7 @@ def main(argv: list[str] | None = None) -> dict:
     # seed-major: a stopped run still has every variant at the first seeds
     todo = [(v, seed) for seed in range(args.seeds) for v in chosen]
     results = {key: done[key] for key in todo if key in done}
+    record["runs"] = [results[key] for key in todo if key in results]
     pool = concurrent.futures.ProcessPoolExecutor(args.workers) if args.workers > 1 else None
     try:
         if pool is None:
@@ -309,8 +310,8 @@ def main(argv: list[str] | None = None) -> dict:
             pool.shutdown(cancel_futures=True)  # the workers exit, and their CPU time is counted now
             session["cpu_s"] = round(time.process_time() - cpu + _children_cpu(), 1)
             record["cpu_s"] = round(before_cpu + session["cpu_s"], 1)
-            args.out.write_text(json.dumps(record, indent=1) + "\n")
         torch.set_num_threads(threads)
+    args.out.write_text(json.dumps(record, indent=1) + "\n")  # also when --resume found every run done
     print(table(record))
     print(f"trained {session['runs']} runs in wall {session['wall_s']:.0f} s, CPU {session['cpu_s']:.0f} s "
           f"(all {len(record['runs'])} runs: wall {record['wall_s']:.0f} s, CPU {record['cpu_s']:.0f} s); "
