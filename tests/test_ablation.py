@@ -128,8 +128,10 @@ def test_every_number_the_narrative_states_is_printed_by_the_notebook(monkeypatc
 def test_reached_90_at_is_the_first_evaluation_at_90_percent():
     record = json.loads((REPO / "chapters" / "09_llama_modern" / "ablation.json").read_text())
     for run in record["runs"]:
-        first = next((step for step, exact in run["curve"] if exact >= 90.0), None)
-        assert run["reached_90_at"] == first, run["variant"]
+        # The curve keeps 2 decimals: an 89.996% before the first 90% reads 90.0 there.
+        reached = run["reached_90_at"] or record["steps"] + 1
+        assert all(exact <= 90.0 for step, exact in run["curve"] if step < reached), run["variant"]
+        assert run["reached_90_at"] is None or dict(run["curve"])[reached] >= 90.0, run["variant"]
         assert [step for step, _ in run["curve"]] == list(range(record["eval_every"], record["steps"] + 1,
                                                                  record["eval_every"]))
 
