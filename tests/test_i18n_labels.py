@@ -8,17 +8,11 @@ from grader.authoring import i18n, labels
 from grader.authoring.build import build_source_notebook
 from grader.chapters import CHAPTERS, LANGUAGES, find_chapter
 
-# Chapter 09 §8 names its ablation's variants "- **4 kv heads**: ..." while its Chinese table prints
-# 4 个 kv 头: the §8 redesign (issue 39, "Chapter 09 §8 does not reproduce") rewrites those cells.
-REDESIGN = {"09_llama_modern": "09 §8 names variants in English; its redesign (issue 39) renames them"}
-
 
 def _cases():
     for lang in LANGUAGES:
         for chapter in CHAPTERS:
-            marks = [pytest.mark.xfail(reason=REDESIGN[chapter.assignment], strict=True)] \
-                if chapter.assignment in REDESIGN else []
-            yield pytest.param(chapter, lang, id=f"{lang}-{chapter.assignment}", marks=marks)
+            yield pytest.param(chapter, lang, id=f"{lang}-{chapter.assignment}")
 
 
 @pytest.mark.parametrize("chapter, lang", _cases())

@@ -91,6 +91,8 @@ def _pattern(text: str) -> re.Pattern | None:
     literal = text.replace(ANY, "")
     if len(WORDS.findall(literal)) < 2 and not CJK.search(literal):
         return None
+    if ANY in text and len(re.findall(r"[^\W\d_]{2,}", literal)) < 2 and not CJK.search(literal):
+        return None  # "{hits} of {total}" would match any three words ("Mixtral of Experts", a paper's title)
     return re.compile(r"\S+?".join(re.escape(piece) for piece in text.split(ANY)))
 
 
