@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -56,3 +57,13 @@ def standalone(tmp_path_factory) -> Standalone:
     }))
     env["JUPYTER_PATH"] = os.pathsep.join([str(root / "jupyter"), os.environ.get("JUPYTER_PATH", "")])
     return Standalone(python, "standalone", env)
+
+
+@pytest.fixture
+def scratch_catalogues(tmp_path, monkeypatch):
+    """A copy of i18n/ the test may edit, which grader.authoring.i18n reads instead of the repository's."""
+    from grader.authoring import i18n
+
+    shutil.copytree(i18n.CATALOGUES, tmp_path / "i18n")
+    monkeypatch.setattr(i18n, "CATALOGUES", tmp_path / "i18n")
+    return tmp_path / "i18n"

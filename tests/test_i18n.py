@@ -1,7 +1,6 @@
 """The Chinese edition (grader.authoring.i18n): every unit of every chapter translated and up to
 date, an edited English unit going out of date by name, translations that cannot change code, and
 the Chinese release graded by the same hidden tests as the English one."""
-import shutil
 
 import nbformat
 import polib
@@ -13,13 +12,6 @@ from grader.chapters import CHAPTERS, LANGUAGES, find_chapter
 from grader.classroom.grading import grade_paths
 
 CHAPTER = find_chapter("05")
-
-
-@pytest.fixture
-def scratch_catalogues(tmp_path, monkeypatch):
-    shutil.copytree(i18n.CATALOGUES, tmp_path / "i18n")
-    monkeypatch.setattr(i18n, "CATALOGUES", tmp_path / "i18n")
-    return tmp_path / "i18n"
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)

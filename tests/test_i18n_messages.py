@@ -144,13 +144,6 @@ def test_the_repository_has_no_messages_file():
     assert messages.MESSAGES_FILE == f"course/{course.MESSAGES_FILE}"
 
 
-@pytest.fixture
-def scratch_catalogues(tmp_path, monkeypatch):
-    shutil.copytree(i18n.CATALOGUES, tmp_path / "i18n")
-    monkeypatch.setattr(i18n, "CATALOGUES", tmp_path / "i18n")
-    return tmp_path / "i18n"
-
-
 def test_a_translation_with_other_fields_is_refused(scratch_catalogues):
     path = i18n.catalogue_path(i18n.COMMON, "zh")
     catalogue = polib.pofile(str(path), wrapwidth=0)

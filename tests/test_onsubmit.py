@@ -51,7 +51,7 @@ def pool():
         yield running
 
 
-def course(tmp_path: Path, policy: str, due: str = "") -> tuple[Path, Path]:
+def course(tmp_path: Path, policy: str = "", due: str = "") -> tuple[Path, Path]:
     root, exchange = tmp_path / "course", tmp_path / "exchange"
     (exchange / COURSE_ID / "inbound").mkdir(parents=True)
     (exchange / COURSE_ID / "feedback").mkdir(parents=True)

@@ -20,6 +20,7 @@ from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, SUPERSEDED, Entry
 from grader.classroom.onsubmit import Service
 from grader.coursedir import COURSE_ID
+from tests.test_onsubmit import course
 
 CHAPTER = find_chapter("02")
 NOW = datetime.now(timezone.utc)
@@ -38,15 +39,6 @@ def submit(exchange: Path, student: str, nb=None, claimed: str | None = None, ch
     (folder / "timestamp.txt").write_text(claimed)
     (folder / "submission_secret.txt").write_text(secrets.token_hex(16))
     return folder
-
-
-def course(tmp_path: Path, policy: str = "", due: str = "") -> tuple[Path, Path]:
-    root, exchange = tmp_path / "course", tmp_path / "exchange"
-    (exchange / COURSE_ID / "inbound").mkdir(parents=True)
-    (exchange / COURSE_ID / "feedback").mkdir(parents=True)
-    root.mkdir()
-    (root / "term.toml").write_text(f"{due}\n[on_submit]\nchapters = [\"02\"]\n{policy}\n")
-    return root, exchange
 
 
 def add(service: Service, entry: Entry) -> None:
