@@ -29,20 +29,21 @@ def known_seconds(course_dir: Path, chapter: Chapter) -> float | None:
 def measure(pool, course_dir: Path, chapter: Chapter) -> float | None:
     """Time the chapter's reference in `pool` once (after a batch's feedback is out, so no learner
     waits for it); None while there is no release to measure against, or the run failed."""
-    import nbformat
+    import nbformat  # lazy: start-up of the service, which measures once per chapter
 
-    from grader.authoring import samples
-    from grader.boundary.unit import Job
-    from grader.classroom.grading import job_cells
+    from grader.boundary.unit import Job  # lazy: start-up
+    from grader.classroom.grading import job_cells  # lazy: grading imports this module's callers
 
     if known_seconds(course_dir, chapter) is not None:
         return known_seconds(course_dir, chapter)
     release_dir = Path(course_dir) / "release" / chapter.assignment
-    if not (release_dir / chapter.notebook_name).is_file():
+    source = Path(course_dir) / "source" / chapter.assignment / chapter.notebook_name  # the answers filled in
+    if not (release_dir / chapter.notebook_name).is_file() or not source.is_file():
         return None
     try:  # judge_all: the local pool's and the Dask cluster's
         released = nbformat.read(release_dir / chapter.notebook_name, as_version=4)
-        job = Job("reference", chapter, job_cells(samples.reference(chapter), released), release_dir)
+        reference = nbformat.read(source, as_version=4)
+        job = Job("reference", chapter, job_cells(reference, released), release_dir)
         verdict = pool.judge_all([job], progress=False)["reference"]
     except Exception:  # noqa: BLE001 - no measurement: the pool's own limit applies, grading goes on
         return None

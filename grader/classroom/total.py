@@ -18,6 +18,8 @@ from pathlib import Path
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
+from grader.classroom.locks import sqlite_path
+
 GRADED, PENDING, UNANSWERED, AUTOMATIC = "graded", "pending", "unanswered", "automatic"
 
 
@@ -102,7 +104,7 @@ def chapter_total(gradebook, student: str, assignment: str, late=None) -> Total 
 
 def late_policy(course_root: str | Path):
     """The course directory's late policy (term.toml), or None."""
-    from grader.classroom.term import load_term
+    from grader.classroom.term import load_term  # lazy: keeps the class's layers at six (tests/test_layout.py)
 
     return load_term(course_root).policy
 
@@ -161,12 +163,10 @@ class SettleTotal(NbGraderPreprocessor):
 def course_totals(course_dir: str | Path, late=None) -> dict[tuple[str, str], Total]:
     """Every total of a course directory's gradebook (none yet: {}), for the service's pages; `late`: the
     course's LatePolicy as the service last read it (None: no penalty)."""
-    from grader.classroom.export import require_gradebook
-    from grader.coursedir import database_of
+    from grader.coursedir import database_of  # lazy: coursedir imports recording, which imports this module
 
     url = database_of(course_dir)
-    try:
-        require_gradebook(url)
-    except ValueError:  # nothing graded yet
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():  # nothing graded yet
         return {}
     return totals(url, late)
