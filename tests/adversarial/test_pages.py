@@ -42,6 +42,10 @@ MARKDOWN_ATTACKS = {  # written answers and cells the learner added
     "md-jslink": f"[read the proof](javascript:void({pwn('md-jslink').replace(' ', '%20')}))",
     "md-iframe": f'<iframe srcdoc="<script>parent.{pwn("md-iframe")}</script>"></iframe>',
     "md-svg": f'<svg>\n<animate onbegin="{pwn("md-svg")}" attributeName="x" dur="1s"></animate>\n</svg>',
+    # links markdown itself makes: an entity-encoded scheme, a reference definition, an autolink
+    "md-entity": f"[the proof](jav&#x61;script:void({pwn('md-entity').replace(' ', '%20')}))",
+    "md-reflink": f"[the proof][1]\n\n[1]: javascript:void({pwn('md-reflink').replace(' ', '%20')})",
+    "md-autolink": f"<javascript:void({pwn('md-autolink').replace(' ', '%20')})>",
 }
 SVG = f'<svg xmlns="http://www.w3.org/2000/svg" onload="{pwn("out-svg")}"><rect width="9" height="9"/></svg>'
 OUTPUT_ATTACKS = [  # saved outputs of course cells the grading run leaves out (shown as the learner saved them)
@@ -71,7 +75,7 @@ def attacked_notebook() -> nbformat.NotebookNode:
     answers = [c for c in nb.cells if is_answer_cell(c)]
     answers[0].source, answers[1].source = MARKDOWN_ATTACKS["md-img"], MARKDOWN_ATTACKS["md-details"]
     at = nb.cells.index(answers[0]) + 1
-    added = [MARKDOWN_ATTACKS[k] for k in ("md-jslink", "md-iframe", "md-svg")] + list(RUBRIC_ATTACKS.values())
+    added = [MARKDOWN_ATTACKS[k] for k in list(MARKDOWN_ATTACKS)[2:]] + list(RUBRIC_ATTACKS.values())
     added.append(MATHJAX)
     nb.cells[at:at] = [nbformat.v4.new_markdown_cell(text) for text in added]
     skipped = [i for i, job in enumerate(job_cells(nb, samples.released(CHAPTER))) if "saved" in job]
