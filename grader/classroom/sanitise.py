@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import functools
 import re
 
 import nbformat
@@ -73,6 +74,11 @@ _PARSER = MarkdownWithMath(renderer=None)  # the parser nbconvert renders notebo
 
 def markdown_problem(source: str, attachments: dict | None = None) -> str | None:
     """What in learner markdown would render to more than the allowlist; None: nothing."""
+    return _problem(source, frozenset(attachments or {}))
+
+
+@functools.lru_cache(maxsize=4096)  # a class's notebooks share the chapter's own cells
+def _problem(source: str, attachments: frozenset) -> str | None:
     pending = list(_PARSER(source))
     while pending:
         token = pending.pop()
@@ -85,7 +91,7 @@ def markdown_problem(source: str, attachments: dict | None = None) -> str | None
             return shown("HTML markup")
         if kind == "link" and not (LINK.match(attrs.get("url", "")) or RELATIVE_LINK.match(attrs.get("url", ""))):
             return shown("a link that is not http, https or mailto")
-        if kind == "image" and not _image_allowed(attrs.get("url", ""), attachments or {}):
+        if kind == "image" and not _image_allowed(attrs.get("url", ""), attachments):
             return shown("an image that is not a png or jpeg")
         if kind == "block_code" and (attrs.get("info") or "").strip().lower().startswith("mermaid"):
             return shown("a diagram")
@@ -93,7 +99,7 @@ def markdown_problem(source: str, attachments: dict | None = None) -> str | None
     return None
 
 
-def _image_allowed(url: str, attachments: dict) -> bool:
+def _image_allowed(url: str, attachments: frozenset) -> bool:
     if url.startswith("attachment:"):
         return url.removeprefix("attachment:") in attachments
     found = DATA_IMAGE.match(url)

@@ -9,6 +9,7 @@ grader, and `DropRubrics` takes it out again before nbgrader renders a learner's
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -105,12 +106,17 @@ def looks_like_rubric(shown_text: str) -> bool:
     return any(claim.search(skeleton) for claim in CLAIMS)
 
 
-def _shown_text(cell) -> str:
-    """The text a page draws for a learner's cell: its markdown rendered, its code and its outputs' texts."""
+@functools.lru_cache(maxsize=4096)
+def _rendered(markdown: str) -> str:
+    """Markdown as HTML; cached, since a class's notebooks share the chapter's own cells."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    texts = [markdown2html_mistune(cell.get("source", "")) if cell.get("cell_type") == "markdown"
-             else cell.get("source", "")]
+    return markdown2html_mistune(markdown)
+
+
+def _shown_text(cell) -> str:
+    """The text a page draws for a learner's cell: its markdown rendered, its code and its outputs' texts."""
+    texts = [_rendered(cell.get("source", "")) if cell.get("cell_type") == "markdown" else cell.get("source", "")]
     for output in cell.get("outputs", []):
         texts.append(output.get("text", "") if isinstance(output.get("text"), str) else "")
         texts += [v if isinstance(v, str) else "" for v in (output.get("data") or {}).values()]
