@@ -148,6 +148,12 @@ def test_a_held_submission_gets_a_notice_that_fetch_feedback_finds(tmp_path):
     notice = released_feedback(exchange, folder).read_text()
     assert "held for your instructor" in notice and "submitted after the due date" in notice
     assert "Grading page" in notice and "<script" not in notice
+    # A service that first sees a submission after the instructor released its feedback leaves that alone.
+    later = submit(exchange, "ivy", samples.reference(CHAPTER))
+    released_feedback(exchange, later).write_text("the instructor's feedback")
+    service.scan()
+    assert service.ledger.of("ivy")[0].status == HELD
+    assert released_feedback(exchange, later).read_text() == "the instructor's feedback"
 
 
 def test_policy_errors_name_the_key():

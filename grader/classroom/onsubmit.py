@@ -235,8 +235,13 @@ class Service:
                     f"<p>{escape(book.say(NOTICE_PAGE))}</p></body></html>")
             name = notebook_hash(secret=secret.read_text()[:1000], notebook_id=chapter.name)
             target = self.exchange / COURSE_ID / "feedback" / f"{name}.html"
-            target.write_text(html, encoding="utf-8")
+            # Never over feedback already released for it (a service that first sees an old submission, after
+            # the instructor graded it); the instructor's release_feedback replaces this notice in turn.
+            with open(target, "x", encoding="utf-8") as out:
+                out.write(html)
             os.chmod(target, 0o644)  # as nbgrader's release_feedback leaves it: the learner reads it
+        except FileExistsError:
+            return
         except Exception as err:  # noqa: BLE001 - a notice never changes what became of the entry
             print(f"grading service: no notice for {entry.id}: {type(err).__name__}: {err}", flush=True)
 
