@@ -355,6 +355,9 @@ def test_api_mine_reads_the_gradebook_total_and_its_pending_answers(service):
     with urllib.request.urlopen(f"{base}/", timeout=10) as reply:
         page = reply.read().decode()
     assert "8 / 12 · 1 written answer(s) pending" in page and "4 / 8 · 1 written answer(s) pending" in page
+    svc.instructors.add("mal")
+    with urllib.request.urlopen(f"{base}/class", timeout=10) as reply:
+        assert "8 / 12 · 1 written answer pending" in reply.read().decode()
 
 
 def test_batch_feedback_is_linked_on_the_class_page_and_served_to_the_instructor_alone(service):
