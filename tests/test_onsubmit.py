@@ -204,6 +204,18 @@ def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path,
     assert "ben" not in mine and service.ledger.of("ben")[0].key not in mine
     overview = class_page(service.ledger)
     assert "Queue: 0 waiting" in overview and "ada" in overview and "ben" in overview
+    # ben wrote the written answers: pending until graded by hand, on his page and in api/mine (the one total)
+    from grader.classroom.ledger import now
+    from grader.classroom.visibility import learner_view, policy_for
+    from grader.classroom.written import written
+
+    [ben] = service.ledger.of("ben")
+    assert sorted(ben.pending) == sorted(written(CHAPTER.name)) and not ada.pending  # ada left hers blank: 0
+    totals = service.totals()
+    page = learner_page(service.ledger, "ben", "/services/grading/", totals=totals, term=service.term())
+    assert f"· {len(ben.pending)} written answer(s) pending" in page
+    row = learner_view(ben, policy_for(service.term(), ben), now(), totals[("ben", CHAPTER.assignment)]).as_json()
+    assert sorted(row["pending"]) == sorted(ben.pending) and row["max_score"] == ben.max_score
 
 
 def test_a_chinese_notebook_gets_its_page_and_feedback_in_chinese(tmp_path, pool):
