@@ -111,10 +111,14 @@ class Page:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """JupyterLab serving course/ as `make lab` does, with the nbgrader extensions installed."""
+    """JupyterLab serving course/ as `make lab` does, with the nbgrader extensions installed, and the Help-menu
+    item a class's hub adds (deploy/jupyterhub/lab_settings.py, as the try-out hub gives it)."""
+    import runpy
+
     browser = require_browser("the browser test of `make lab`")
     home = tmp_path_factory.mktemp("lab")
     settings = home / "settings"
+    runpy.run_path(str(REPO / "deploy" / "jupyterhub" / "lab_settings.py"))["write"](home / "app-settings")
     # Render every cell (JupyterLab otherwise renders only those near the viewport); no news pop-up.
     for plugin, values in {"notebook-extension/tracker": {"windowingMode": "none"},
                            "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}}.items():
@@ -128,6 +132,7 @@ def lab(tmp_path_factory):
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
          "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={REPO / 'course'}",
          f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={home / 'workspaces'}",
+         f"--LabApp.app_settings_dir={home / 'app-settings'}",
          "--LabApp.expose_app_in_browser=True", "--ServerApp.allow_root=True"],
         cwd=home, env=env, stdout=(home / "server.log").open("w"), stderr=subprocess.STDOUT)
     profile = home / "browser"
@@ -204,3 +209,28 @@ def test_lab_has_the_nbgrader_assignment_list(lab):
     assert "Assignments" in tab, tab
     time.sleep(1)
     page.screenshot(OUTPUT / "nbgrader-assignment-list.png")
+
+
+def test_the_help_menu_leads_to_the_grading_page(lab):
+    page, base = lab
+    page.send("Page.navigate", url=f"{base}/lab?reset")
+    bar = "[...document.querySelectorAll('.lm-MenuBar-item')]"
+    wait_for(lambda: page.js(f"{bar}.some(m => m.textContent === 'Help')"), 120, "the menu bar's Help menu")
+    time.sleep(1)
+
+    def click(selector: str, text: str) -> None:  # a real mouse (Lumino's menus follow the pointer)
+        x, y = page.js(f"(r => [r.x + r.width / 2, r.y + r.height / 2])([...document.querySelectorAll('{selector}')]"
+                       f".find(m => m.textContent.startsWith('{text}')).getBoundingClientRect())")
+        page.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
+        time.sleep(0.3)
+        for kind in ("mousePressed", "mouseReleased"):
+            page.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+        time.sleep(0.5)
+
+    click(".lm-MenuBar-item", "Help")
+    items = page.js("[...document.querySelectorAll('.lm-Menu-itemLabel')].map(m => m.textContent)")
+    assert items and items[0] == "Grading page · 批改页面", items
+    page.screenshot(OUTPUT / "help-menu-grading-page.png")
+    page.js("window.open = (url, target) => { window.openedUrl = url; return null; }; true")
+    click(".lm-Menu-item", "Grading page")
+    assert page.js("window.openedUrl") == "/services/grading/"  # in a new tab (the page refuses to be framed)

@@ -147,6 +147,51 @@ def test_a_busy_port_stops_the_hub_with_its_reason(tmp_path, monkeypatch):
             exec(compile(config.read_text(), str(config), "exec"), {"get_config": Config, "__file__": str(config)})
 
 
+def test_the_learners_help_menu_leads_to_the_grading_page(tmp_path, monkeypatch):
+    """The override JupyterLab reads (deploy/jupyterhub/lab_settings.py) is valid for the main menu's schema,
+    setup-class.sh writes it into the learners' environment, and the try-out hub gives it to the learners'
+    servers alone. That JupyterLab shows it: tests/test_browser.py (the Help menu)."""
+    import runpy
+    from types import SimpleNamespace
+
+    import jsonschema
+    from traitlets.config import Config
+
+    settings = runpy.run_path(str(DEPLOY / "lab_settings.py"))
+    existing = tmp_path / "env" / "overrides.json"
+    existing.parent.mkdir()
+    existing.write_text(json.dumps({"@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"}}))
+    written_to = settings["write"](existing.parent)
+    found = json.loads(written_to.read_text(encoding="utf-8"))
+    assert found["@jupyterlab/apputils-extension:themes"] == {"theme": "JupyterLab Dark"}  # kept
+    schema = json.loads((Path(sys.prefix) / "share/jupyter/lab/schemas/@jupyterlab/mainmenu-extension/plugin.json")
+                        .read_text())
+    jsonschema.validate(found[settings["PLUGIN"]], schema)
+    [menu] = found[settings["PLUGIN"]]["menus"]
+    assert menu["id"] == "jp-mainmenu-help" and menu["items"][0]["command"] == "help:open"
+    assert menu["items"][0]["args"] == {"url": "/services/grading/", "text": "Grading page · 批改页面",
+                                        "newBrowserTab": True}  # a new tab: the page refuses to be framed
+    with pytest.raises(ValueError, match="grading page URL"):
+        settings["overrides"]("javascript:alert(1)")
+    setup = (DEPLOY / "setup-class.sh").read_text()
+    assert ('"$LEARNER_ENV/bin/python" "$REPO/deploy/jupyterhub/lab_settings.py" "$LAB_SETTINGS"' in setup
+            and 'LAB_SETTINGS="$LEARNER_ENV/share/jupyter/lab/settings"' in setup)
+
+    for name, value in {"COURSE_HUB_PORT": str(free_port()), "COURSE_HUB_STATE": str(tmp_path / "state"),
+                        "COURSE_HUB_SPAWNER": "simple", "COURSE_HUB_AUTHENTICATOR": "dummy",
+                        "COURSE_HUB_PASSWORD": "try-out", "COURSE_EXCHANGE_ROOT": str(tmp_path / "exchange")}.items():
+        monkeypatch.setenv(name, value)
+    config = DEPLOY / "jupyterhub_config.py"
+    hub = {"get_config": Config, "__file__": str(config)}
+    exec(compile(config.read_text(), str(config), "exec"), hub)
+    servers = {user: SimpleNamespace(user=SimpleNamespace(name=user), cmd=[]) for user in ("learner1", "instructor")}
+    for spawner in servers.values():
+        hub["c"].Spawner.pre_spawn_hook(spawner)
+    given = tmp_path / "state" / "learner-lab-settings"
+    assert servers["learner1"].cmd[1:] == [f"--LabApp.app_settings_dir={given}"] and servers["instructor"].cmd[1:] == []
+    assert json.loads((given / "overrides.json").read_text(encoding="utf-8")) == settings["overrides"]()
+
+
 def test_a_terminal_login_shell_finds_the_course_tools(tmp_path):
     """As the hub starts a server (its environment with COURSE_BIN, PATH without the course's tools
     first): the terminal's login shell finds grader and nbgrader."""

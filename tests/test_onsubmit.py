@@ -18,7 +18,7 @@ from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool
 from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
-from grader.classroom.ledger import GRADED, GRADING, QUEUED, REFUSED, SUPERSEDED, Entry, Ledger, parse_inbound
+from grader.classroom.ledger import GRADED, GRADING, HELD, QUEUED, REFUSED, SUPERSEDED, Entry, Ledger, parse_inbound
 from grader.classroom.onsubmit import Service
 from grader.classroom.submitpolicy import parse_on_submit
 from grader.coursedir import COURSE_ID
@@ -88,10 +88,14 @@ def test_attempts_feedback_best_and_the_limit(tmp_path, pool):
     assert gradebook_score(root, "ada") == TOTAL
     assert [e.counted for e in service.ledger.of("ada")] == [False, True, False]
 
-    submit(exchange, "ada", samples.reference(CHAPTER))  # past the limit
+    fourth = submit(exchange, "ada", samples.reference(CHAPTER))  # past the limit
     assert service.step() == []
     newest = service.ledger.of("ada")[0]
     assert newest.status == REFUSED and "3 attempts allowed" in newest.reason
+    # Fetch Feedback in the Assignments panel finds a notice for the refused submission, with the reason
+    notice = released_feedback(exchange, fourth).read_text()
+    assert "this submission was not graded" in notice and "3 attempts allowed" in notice
+    assert not (root / "on-submit" / "received" / newest.key).exists()
 
 
 def test_a_burst_is_one_queue_entry_and_a_restart_loses_nothing(tmp_path, pool):
@@ -131,6 +135,25 @@ def test_min_time_between_attempts_and_score_only_before_the_due_date(tmp_path, 
     assert service.step() == []
     newest = service.ledger.of("cy")[0]
     assert newest.status == REFUSED and "5 min between attempts" in newest.reason
+
+
+def test_a_held_submission_gets_a_notice_that_fetch_feedback_finds(tmp_path):
+    due = (datetime.now(timezone.utc) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    root, exchange = course(tmp_path, 'after_due = "hold"', due=f'[due]\n"02" = {due}')
+    folder = submit(exchange, "hal", samples.reference(CHAPTER))
+    service = Service(root, exchange, None)  # held as it is scanned: nothing to grade
+    service.scan()
+    [entry] = service.ledger.of("hal")
+    assert entry.status == HELD
+    notice = released_feedback(exchange, folder).read_text()
+    assert "held for your instructor" in notice and "submitted after the due date" in notice
+    assert "Grading page" in notice and "<script" not in notice
+    # A service that first sees a submission after the instructor released its feedback leaves that alone.
+    later = submit(exchange, "ivy", samples.reference(CHAPTER))
+    released_feedback(exchange, later).write_text("the instructor's feedback")
+    service.scan()
+    assert service.ledger.of("ivy")[0].status == HELD
+    assert released_feedback(exchange, later).read_text() == "the instructor's feedback"
 
 
 def test_policy_errors_name_the_key():
@@ -181,6 +204,18 @@ def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path,
     assert "ben" not in mine and service.ledger.of("ben")[0].key not in mine
     overview = class_page(service.ledger)
     assert "Queue: 0 waiting" in overview and "ada" in overview and "ben" in overview
+    # ben wrote the written answers: pending until graded by hand, on his page and in api/mine (the one total)
+    from grader.classroom.ledger import now
+    from grader.classroom.visibility import learner_view, policy_for
+    from grader.classroom.written import written
+
+    [ben] = service.ledger.of("ben")
+    assert sorted(ben.pending) == sorted(written(CHAPTER.name)) and not ada.pending  # ada left hers blank: 0
+    totals = service.totals()
+    page = learner_page(service.ledger, "ben", "/services/grading/", totals=totals, term=service.term())
+    assert f"· {len(ben.pending)} written answer(s) pending" in page
+    row = learner_view(ben, policy_for(service.term(), ben), now(), totals[("ben", CHAPTER.assignment)]).as_json()
+    assert sorted(row["pending"]) == sorted(ben.pending) and row["max_score"] == ben.max_score
 
 
 def test_a_chinese_notebook_gets_its_page_and_feedback_in_chinese(tmp_path, pool):
@@ -198,11 +233,14 @@ def test_a_chinese_notebook_gets_its_page_and_feedback_in_chinese(tmp_path, pool
     assert "Your submissions" not in page and "what the checks found" not in page
     assert "未通过" in cai.checks[0]["error"] or any("未通过" in (c.get("error") or "") for c in cai.checks)
     assert "未通过" in released_feedback(exchange, first).read_text()
-    for _ in range(2):  # two more: the third is refused, and says so in Chinese
-        submit(exchange, "cai", samples.reference(CHAPTER.edition("zh")))
+    for _ in range(2):  # two more: the third is refused, and says so in Chinese (its notice in the panel too)
+        third = submit(exchange, "cai", samples.reference(CHAPTER.edition("zh")))
         service.step()
     page = learner_page(service.ledger, "cai", "/services/grading/")
     assert "这一章允许提交 2 次，你已用了 2 次" in page and "已拒绝" in page
+    notice = released_feedback(exchange, third).read_text()
+    assert "这次提交没有批改" in notice and "这一章允许提交 2 次，你已用了 2 次" in notice
+    assert "not graded" not in notice
     english = learner_page(service.ledger, "ada", "/services/grading/")  # nothing graded yet: English
     assert "No submissions yet" in english
 

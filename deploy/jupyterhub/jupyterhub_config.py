@@ -33,6 +33,7 @@ the repository, the course directory and the hub's state closed to learners, the
 then this file with the `local` spawner and PAM or an OAuth/LTI authenticator (LTI from the LMS).
 """
 import os
+import runpy
 import shlex
 import socket
 import sys
@@ -123,8 +124,19 @@ def bin_of(spawner) -> Path:
     return BIN if spawner.user.name == instructor else learners_bin
 
 
+# The learners' JupyterLab has a Help-menu item leading to the grading page (lab_settings.py). With `local`,
+# setup-class.sh wrote it into the learners' environment; with `simple`, learners share the course's own
+# environment with the instructor, so their servers read it from the hub's state folder instead.
+learner_lab_settings = None
+if simple and env("COURSE_GRADING_SERVICE", "on") != "off":
+    learner_lab_settings = state / "learner-lab-settings"
+    runpy.run_path(str(HERE / "lab_settings.py"))["write"](learner_lab_settings)
+
+
 def choose_environment(spawner) -> None:
     spawner.cmd = [str(bin_of(spawner) / "jupyterhub-singleuser")]
+    if learner_lab_settings is not None and spawner.user.name != instructor:
+        spawner.cmd.append(f"--LabApp.app_settings_dir={learner_lab_settings}")
 
 
 c.Spawner.pre_spawn_hook = choose_environment

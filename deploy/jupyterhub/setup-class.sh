@@ -15,7 +15,8 @@
 #   course's folder there created by the instructor's user before any learner can;
 # - the learners' environment COURSE_LEARNER_ENV: the third-party packages only (pyproject.toml's, pinned
 #   by constraints.txt, no course package: a released chapter folder carries what it needs) and a copy of
-#   this folder's Jupyter config for learners' servers. Rebuilt only when constraints.txt or
+#   this folder's Jupyter config for learners' servers, and JupyterLab's Help menu leading to the grading
+#   page (lab_settings.py; unless COURSE_GRADING_SERVICE=off). Rebuilt only when constraints.txt or
 #   pyproject.toml changed.
 set -euo pipefail
 
@@ -109,6 +110,12 @@ rm -rf "$LEARNER_ENV/etc/course"
 mkdir -p "$LEARNER_ENV/etc/course"
 cp -r "$REPO/deploy/jupyterhub/nbgrader_config.py" "$REPO/deploy/jupyterhub/jupyter_server_config.py" \
     "$REPO/deploy/jupyterhub/learner" "$LEARNER_ENV/etc/course/"
+LAB_SETTINGS="$LEARNER_ENV/share/jupyter/lab/settings"  # JupyterLab's app settings directory in that env
+if [ "${COURSE_GRADING_SERVICE:-on}" != off ]; then
+    "$LEARNER_ENV/bin/python" "$REPO/deploy/jupyterhub/lab_settings.py" "$LAB_SETTINGS" >/dev/null
+else
+    rm -f "$LAB_SETTINGS/overrides.json"  # no service: no link to it
+fi
 chown -R root:root "$LEARNER_ENV"
 chmod -R a+rX,go-w "$LEARNER_ENV"
 for folder in "$(dirname "$LEARNER_ENV")" "$(dirname "$EXCHANGE")"; do chmod a+rx "$folder"; done

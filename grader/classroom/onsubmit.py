@@ -21,13 +21,15 @@ Each entry is handled on its own: whatever fails ends that entry failed with its
 """
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from datetime import datetime, timezone
+from html import escape
 from pathlib import Path
 
 from grader.boundary.score import shown
-from grader.chapters import find_chapter
+from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom import timelimit
 from grader.classroom.admission import admit, refused
 from grader.classroom.grading import autograde_with
@@ -46,7 +48,7 @@ from grader.classroom.ledger import (
     inbound_groups,
     now,
 )
-from grader.classroom.phrasebook import edition_of
+from grader.classroom.phrasebook import edition_of, phrasebook
 from grader.classroom.recording import nbgrader_api
 from grader.classroom.safecopy import SAFE_NAME, UnsafeSubmission, copy_tree, owner_of
 from grader.classroom.submissions import TIMESTAMP_FILE, write_timestamp
@@ -56,6 +58,11 @@ from grader.classroom.visibility import hides_messages, policy_for
 from grader.coursedir import COURSE_ID, CourseDir
 
 MAX_TRIES = 3  # gradings started on one entry before it ends failed (the grader stopped on it each time)
+# A refused or held submission's own feedback file (Service._notice): nbgrader's Assignments panel cannot mark
+# the row, but its Fetch Feedback shows this.
+NOTICE_REFUSED = shown("{chapter}: this submission was not graded")
+NOTICE_HELD = shown("{chapter}: this submission is held for your instructor, who grades it")
+NOTICE_PAGE = shown("Every submission and its status: the Grading page, in JupyterLab's Help menu.")
 
 
 
@@ -139,6 +146,7 @@ class Service:
                 try:
                     for old in admit(self.ledger, entry, term):
                         shutil.rmtree(self.received / old.key, ignore_errors=True)
+                    self._notice(entry)
                 except Exception as err:  # noqa: BLE001 - this entry alone
                     entry.status, entry.reason = FAILED, _reason(err)
                 self.ledger.put(entry)
@@ -162,6 +170,7 @@ class Service:
                 else:
                     for old in admit(self.ledger, entry, term):
                         shutil.rmtree(self.received / old.key, ignore_errors=True)
+                    self._notice(entry)
         except UnsafeSubmission as err:
             entry.status, entry.reason = REFUSED, shown(f"not graded: {err}")
         except Exception as err:  # noqa: BLE001 - one folder never stops the round
@@ -194,13 +203,47 @@ class Service:
                 continue
             if refusal:  # the policy changed, or an earlier attempt was graded since it was queued
                 entry.status, entry.reason = REFUSED if policy.enabled else HELD, refusal
+                self._notice(entry)
                 self.ledger.put(entry)
+                shutil.rmtree(self.received / entry.key, ignore_errors=True)
                 continue
             batches.setdefault((entry.assignment, score_only), []).append(entry)
         graded = []
         for (assignment, score_only), entries in batches.items():
             graded += self._grade(assignment, entries, term, score_only)
         return graded
+
+    def _notice(self, entry: Entry) -> None:
+        """A refused or held entry (the policy's decision, on the service's own copy): a short feedback file
+        saying so and why, released where nbgrader's Fetch Feedback looks for this submission's feedback
+        (`<exchange>/<course>/feedback/<hash of its secret and notebook>.html`), in its notebook's language.
+        Best effort: a notice that cannot be written leaves the entry as it is (its page row says the same)."""
+        if entry.status not in (REFUSED, HELD) or entry.assignment not in {c.assignment for c in CHAPTERS}:
+            return  # not a chapter of this course: no notebook of ours to name the notice after
+        try:
+            chapter = find_chapter(entry.assignment)
+            kept = self.received / entry.key
+            secret = kept / "submission_secret.txt"
+            if not secret.is_file() or secret.is_symlink():
+                return
+            from nbgrader.utils import notebook_hash
+
+            book = phrasebook(_edition(kept / chapter.notebook_name))
+            heading = book.say(NOTICE_REFUSED if entry.status == REFUSED else NOTICE_HELD, chapter=chapter.name)
+            html = (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(heading)}</title></head>"
+                    f"<body><h1>{escape(heading)}</h1><p>{escape(book.text(entry.reason))}</p>"
+                    f"<p>{escape(book.say(NOTICE_PAGE))}</p></body></html>")
+            name = notebook_hash(secret=secret.read_text()[:1000], notebook_id=chapter.name)
+            target = self.exchange / COURSE_ID / "feedback" / f"{name}.html"
+            # Never over feedback already released for it (a service that first sees an old submission, after
+            # the instructor graded it); the instructor's release_feedback replaces this notice in turn.
+            with open(target, "x", encoding="utf-8") as out:
+                out.write(html)
+            os.chmod(target, 0o644)  # as nbgrader's release_feedback leaves it: the learner reads it
+        except FileExistsError:
+            return
+        except Exception as err:  # noqa: BLE001 - a notice never changes what became of the entry
+            print(f"grading service: no notice for {entry.id}: {type(err).__name__}: {err}", flush=True)
 
     def _fail(self, entry: Entry, err: BaseException | str) -> None:
         entry.status, entry.reason = FAILED, err if isinstance(err, str) else _reason(err)

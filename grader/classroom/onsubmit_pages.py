@@ -3,14 +3,16 @@ learner sees of their own submissions, and the instructor's view of the class. N
 here, so `make test` checks them without a hub; grader.classroom.onsubmit_web serves them."""
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from html import escape
+from pathlib import Path
 
 from grader.boundary.score import shown
 from grader.chapters import CHAPTERS
 from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, Entry, Ledger, now
 from grader.classroom.phrasebook import Phrasebook, phrasebook
-from grader.classroom.visibility import Check, LearnerView, learner_view, policy_for
+from grader.classroom.visibility import Check, LearnerView, Policy, learner_view, policy_for
 
 # What a learner's page says of each status, in their language (the class's page keeps the status names).
 STATUS = {"queued": shown("queued"), "grading": shown("grading"), "graded": shown("graded"), "failed": shown("failed"),
@@ -33,21 +35,17 @@ def _when(iso: str | None) -> str:
     return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M:%S UTC") if iso else ""
 
 
-def _score(entry: Entry, book: Phrasebook = ENGLISH, total=None, learner: bool = True) -> str:
-    """A graded attempt's score; the counted one's is the gradebook's total (grader.classroom.total: it
-    follows hand grades and regrades), when `total` is given."""
-    if entry.status not in (GRADED, FAILED) or entry.score is None:
+def _score(view: LearnerView, book: Phrasebook = ENGLISH, learner: bool = True) -> str:
+    """A graded attempt's score as `view` shows it (the counted one's: the gradebook's total)."""
+    if view.score is None:
         return ""
-    if total is not None and entry.counted:
-        score, most, raw, penalty, pending = total.score, total.max_score, total.raw, total.penalty, total.pending
-    else:
-        score, most, raw, penalty, pending = entry.score, entry.max_score, entry.raw_score, entry.penalty, entry.pending
-    text = f"{score:g} / {most or 0:g}"
-    if penalty:
-        text += book.say(shown(" (raw {raw:g}, late penalty −{penalty:g})"), raw=raw, penalty=penalty)
-    if pending:
-        text += book.say(shown(" · {count} written answer(s) pending: not yet graded by hand"), count=len(pending))
-    if entry.counted:
+    text = f"{view.score:g} / {view.max_score or 0:g}"
+    if view.penalty:
+        text += book.say(shown(" (raw {raw:g}, late penalty −{penalty:g})"), raw=view.raw_score, penalty=view.penalty)
+    if view.pending:
+        text += book.say(shown(" · {count} written answer(s) pending: not yet graded by hand"),
+                         count=len(view.pending))
+    if view.entry.counted:
         text += book.say(shown(" · your grade")) if learner else " · counted"
     return text
 
@@ -93,12 +91,12 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
     def say(text: str, **values) -> str:
         return escape(book.say(text, **values))
 
-    rows = []
+    rows, totals = [], totals or {}
     for entry in entries:
-        view = learner_view(entry, policy_for(term, entry), now())
+        view = learner_view(entry, policy_for(term, entry), now(), totals.get((entry.student, entry.assignment)))
         link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if view.feedback else "")
         status = say(STATUS.get(entry.status, entry.status))
-        score = _score(entry, book, (totals or {}).get((entry.student, entry.assignment)))
+        score = _score(view, book)
         rows.append(f'<tr class="{entry.status}"><td>{escape(entry.assignment)}</td>'
                     f"<td>{_when(entry.submitted_at)}</td>"
                     f'<td class="{entry.status}">{status}</td><td>{escape(score)}</td>'
@@ -115,11 +113,32 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
                 + more)
 
 
-def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", problem: str | None = None) -> str:
+def batch_key(student: str, assignment: str) -> str:
+    """The feedback route's key of a learner's feedback in nbgrader's feedback folder (graded in batch:
+    no ledger entry); not an entry's key (those hash the inbound folder's name, which has no "/")."""
+    return hashlib.sha256(f"feedback/{student}/{assignment}".encode()).hexdigest()[:16]
+
+
+def batch_feedback(course_dir: Path) -> dict[tuple[str, str], Path]:
+    """(student, assignment) -> the feedback file nbgrader's generate_feedback wrote for it (`grader autograde`,
+    Formgrader): `<course dir>/feedback/<student>/<assignment>/<notebook>.html`, regular files only (a link
+    is not followed)."""
+    found = {}
+    for chapter in CHAPTERS:
+        for folder in (Path(course_dir) / "feedback").glob(f"*/{chapter.assignment}"):
+            html = folder / f"{chapter.name}.html"
+            if not any(p.is_symlink() for p in (folder.parent, folder, html)) and html.is_file():
+                found[(folder.parent.name, chapter.assignment)] = html
+    return found
+
+
+def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", problem: str | None = None,
+               batch: dict | None = None) -> str:
     """The instructor's view: the queue; per learner and chapter the gradebook's total (grader.classroom.total:
     hand grades, regrades, learners graded in batch), else the counted attempt's score, linked to its
-    feedback; held, refused and failed submissions; `problem`: the term file's error, while it has one."""
-    entries, totals = ledger.of(), totals or {}
+    feedback (`batch`: (student, assignment) -> the feedback file of a learner graded in batch, served by
+    batch_key); held, refused and failed submissions; `problem`: the term file's error, while it has one."""
+    entries, totals, batch = ledger.of(), totals or {}, batch or {}
     waiting = [e for e in entries if e.status in (QUEUED, GRADING)]
     students = sorted({e.student for e in entries} | {s for s, _ in totals})
     chapters = [c.assignment for c in CHAPTERS
@@ -133,10 +152,13 @@ def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", probl
             counted = next((e for e in mine if e.counted), None)
             latest = mine[0] if mine else None
             total = totals.get((student, assignment))
-            text = total.text() if total else _score(counted, learner=False) if counted else \
+            text = total.text() if total else _score(learner_view(counted, Policy(), now()), learner=False) \
+                if counted else \
                 (latest.status if latest else "")
             shown_with = next((e for e in [counted, latest] if e is not None and e.feedback), None)
-            link = f' <a href="{base}feedback/{shown_with.key}">feedback</a>' if shown_with else ""
+            key = shown_with.key if shown_with else batch_key(student, assignment) \
+                if (student, assignment) in batch else None
+            link = f' <a href="{base}feedback/{key}">feedback</a>' if key else ""
             count = f" <small>({len(mine)} submitted)</small>" if mine else ""
             cells.append(f"<td>{escape(text)}{count}{link}</td>")
         rows.append(f"<tr><td>{escape(student)}</td>{''.join(cells)}</tr>")

@@ -19,7 +19,7 @@ from jupyterhub.utils import url_path_join
 from tornado import ioloop, web
 
 from grader.classroom.ledger import STATE_DIR, now
-from grader.classroom.onsubmit_pages import class_page, learner_page
+from grader.classroom.onsubmit_pages import batch_feedback, batch_key, class_page, learner_page
 from grader.classroom.visibility import learner_view, policy_for
 
 HEADERS = {
@@ -77,8 +77,8 @@ class Mine(Page):
 class MineJSON(Page):
     @web.authenticated
     def get(self):
-        term, moment = self.term(), now()
-        rows = [learner_view(e, policy_for(term, e), moment).as_json()
+        term, moment, totals = self.term(), now(), self.service.totals()
+        rows = [learner_view(e, policy_for(term, e), moment, totals.get((e.student, e.assignment))).as_json()
                 for e in self.service.ledger.of(student=self.name)]
         self.set_header("Content-Type", "application/json")
         self.write(json.dumps(rows))
@@ -88,6 +88,13 @@ class Feedback(Page):
     @web.authenticated
     def get(self, key: str):
         entry = next((e for e in self.service.ledger.of() if e.key == key), None)
+        if entry is None and self.instructor:  # a learner graded in batch (the class page's link)
+            path = next((p for (s, a), p in batch_feedback(self.service.course_dir).items() if batch_key(s, a) == key),
+                        None)
+            if path is not None:
+                self.set_header("Content-Type", "text/html; charset=utf-8")
+                self.write(path.read_bytes())
+                return
         if entry is None or entry.feedback is None or (entry.student != self.name and not self.instructor):
             raise web.HTTPError(404)  # another learner's feedback does not exist, as far as this learner knows
         if not self.instructor and not learner_view(entry, policy_for(self.term(), entry), now()).feedback:
@@ -102,7 +109,8 @@ class ClassView(Page):
     def get(self):
         if not self.instructor:
             raise web.HTTPError(403, "the class page is for the instructors")
-        self.write(class_page(self.service.ledger, self.service.totals(), self.base, self.service.policy.problem))
+        self.write(class_page(self.service.ledger, self.service.totals(), self.base, self.service.policy.problem,
+                              batch_feedback(self.service.course_dir)))
 
 
 def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = None,

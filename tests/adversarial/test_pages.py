@@ -252,12 +252,14 @@ class Service:
         self.course_dir, self.ledger = course_dir, Ledger(course_dir)
         (course_dir / "term.toml").write_text(policy)
         self.policy = PolicyFile(course_dir)
+        self.instructors: set[str] = set()  # the names the service was started with
+        self.gradebook: dict = {}  # (student, assignment) -> Total; none: the pages show the ledger's scores
 
     def term(self):
         return self.policy.current()
 
     def totals(self) -> dict:
-        return {}  # no gradebook: the pages show the ledger's scores
+        return self.gradebook
 
 
 @pytest.fixture
@@ -270,7 +272,7 @@ def service(tmp_path, monkeypatch):
     monkeypatch.setattr(onsubmit_web.Page, "get_current_user", lambda self: {"name": "mal"})
     due = (datetime.now(timezone.utc) + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
     svc = Service(tmp_path, f'[due]\n"02" = {due}\n[on_submit]\nchapters = ["02"]\nfeedback_before_due = "score"\n')
-    options = {"service": svc, "instructors": set(), "hub_auth": None}
+    options = {"service": svc, "instructors": svc.instructors, "hub_auth": None}
     app = web.Application([("/", onsubmit_web.Mine, options), ("/api/mine", onsubmit_web.MineJSON, options),
                            (r"/feedback/([0-9a-f]{16})", onsubmit_web.Feedback, options),
                            ("/class", onsubmit_web.ClassView, options)])
@@ -291,9 +293,10 @@ def service(tmp_path, monkeypatch):
 
 
 def graded_entry(svc: Service, feedback_html: str | None = None, tag: str = "x", **fields) -> Entry:
+    fields = {"score": 6.0, "raw_score": 6.0, "max_score": 8.0, **fields}
     entry = Entry(id=f"mal+{CHAPTER.assignment}+2026-11-20 10:00:00.000000 UTC+{tag}", student="mal",
                   assignment=CHAPTER.assignment, submitted_at="2026-11-20T10:00:00+00:00", status=GRADED,
-                  score=6.0, raw_score=6.0, max_score=8.0, feedback="self_attention.html" if feedback_html else None,
+                  feedback="self_attention.html" if feedback_html else None,
                   checks=[{"name": "test_softmax", "score": 0.0, "max_score": 2.0,
                            "error": "FAIL the softmax of a row of equal scores is uniform: you subtracted the mean"}],
                   **fields)
@@ -336,6 +339,57 @@ def test_every_route_carries_the_strict_policy(service):
         csp = reply.headers.get("Content-Security-Policy", "")
         assert csp.startswith("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"), (path, csp)
         assert reply.headers.get("X-Content-Type-Options") == "nosniff", path
+
+
+def test_api_mine_reads_the_gradebook_total_and_its_pending_answers(service):
+    # the counted attempt shows the one total (a hand grade given since), its unmarked written answers pending
+    from grader.classroom.total import AUTOMATIC, PENDING, Part, Total
+
+    svc, base = service
+    graded_entry(svc, tag="counted", counted=True)
+    graded_entry(svc, tag="earlier", score=4.0, raw_score=4.0, pending=["written_q"])
+    svc.gradebook[("mal", CHAPTER.assignment)] = Total(
+        "mal", CHAPTER.assignment, auto=6.0, hand=2.0, late_share=0.0, max_score=12.0,
+        parts=(Part("test_softmax", AUTOMATIC, 6.0, 8.0), Part("written_p", PENDING, None, 2.0)))
+    with urllib.request.urlopen(f"{base}/api/mine", timeout=10) as reply:
+        rows = {row["id"].rsplit("+", 1)[1]: row for row in json.loads(reply.read())}
+    assert (rows["counted"]["score"], rows["counted"]["max_score"], rows["counted"]["pending"]) == \
+        (8.0, 12.0, ["written_p"])
+    assert (rows["earlier"]["score"], rows["earlier"]["pending"]) == (4.0, ["written_q"])  # what it was graded at
+    with urllib.request.urlopen(f"{base}/", timeout=10) as reply:
+        page = reply.read().decode()
+    assert "8 / 12 · 1 written answer(s) pending" in page and "4 / 8 · 1 written answer(s) pending" in page
+    svc.instructors.add("mal")
+    with urllib.request.urlopen(f"{base}/class", timeout=10) as reply:
+        assert "8 / 12 · 1 written answer pending" in reply.read().decode()
+
+
+def test_batch_feedback_is_linked_on_the_class_page_and_served_to_the_instructor_alone(service):
+    from grader.classroom.onsubmit_pages import batch_key
+    from grader.classroom.total import AUTOMATIC, Part, Total
+
+    svc, base = service
+    html = svc.course_dir / "feedback" / "bea" / CHAPTER.assignment / f"{CHAPTER.name}.html"
+    html.parent.mkdir(parents=True)
+    html.write_text("<p>bea's feedback, graded in batch</p>")
+    svc.gradebook[("bea", CHAPTER.assignment)] = Total("bea", CHAPTER.assignment, auto=6.0, hand=0.0,
+                                                       late_share=0.0, max_score=8.0,
+                                                       parts=(Part("test_softmax", AUTOMATIC, 6.0, 8.0),))
+    key = batch_key("bea", CHAPTER.assignment)
+    with pytest.raises(urllib.error.HTTPError, match="404"):  # mal, a learner, asks for bea's: nothing there
+        urllib.request.urlopen(f"{base}/feedback/{key}", timeout=10)
+    svc.instructors.add("mal")
+    with urllib.request.urlopen(f"{base}/class", timeout=10) as reply:
+        assert f'href="/feedback/{key}"' in reply.read().decode()  # the service's prefix is "/" here
+    with urllib.request.urlopen(f"{base}/feedback/{key}", timeout=10) as reply:
+        assert "graded in batch" in reply.read().decode()
+        assert reply.headers["Content-Security-Policy"].startswith("sandbox; default-src 'none'")
+    link = html.with_name("elsewhere.html")  # a link in the feedback folder is not followed
+    link.write_text("<p>not this</p>")
+    html.unlink()
+    html.symlink_to(link)
+    with pytest.raises(urllib.error.HTTPError, match="404"):
+        urllib.request.urlopen(f"{base}/feedback/{key}", timeout=10)
 
 
 @pytest.mark.parametrize("attack", ["script", "handler", "svg"])
