@@ -84,12 +84,14 @@ GPT_QKV_PER_HEAD = [[5.951315, 2.262332, -4.970976, 4.857696, -0.287235, 1.43674
 GPT_MISTAKES = {
     tr("this is the Post-LN order, x = norm(x + sublayer(x)); GPT-2 normalises the INPUT of each sublayer: "
        "x = x + attn(ln_1(x)), then x = x + mlp(ln_2(x))"): GPT_POST_LN,
-    tr("the final LayerNorm is missing: logits = ln_f(x) @ token_embedding.weight.T"): GPT_NO_LN_F,
+    tr("the final LayerNorm is missing: ln_f normalises the last block's output before it meets the tied "
+       "embedding"): GPT_NO_LN_F,
     tr("GPT-2 uses the tanh form of GELU: F.gelu(x, approximate='tanh') (the default is the erf form)"): GPT_ERF_GELU,
     tr("there is no causal mask: position t must not attend to positions after t"): GPT_NOT_CAUSAL,
     tr("divide the scores by sqrt(Dh), the size of one head, not by sqrt(d_model)"): GPT_BY_SQRT_D,
     tr("q, k and v lie side by side in qkv's output (q = the first D features, k the next D, v the last D); "
-       "split them with .split(d_model, dim=-1) before cutting each into heads"): GPT_QKV_PER_HEAD,
+       "split them into three blocks of D features along the last axis before cutting each into heads"):
+        GPT_QKV_PER_HEAD,
 }
 
 
@@ -112,8 +114,9 @@ def check_GPT(cls) -> None:
     if names != want:
         extra = sorted(names - want)
         if any("head" in n or n.endswith("out.weight") and "blocks" not in n for n in extra):
-            fail(tr("{name} is a separate output layer: tie it to the embedding instead, "
-                    "logits = ln_f(x) @ self.token_embedding.weight.T (no new parameters)", name=extra[0]))
+            fail(tr("{name} is a separate output layer: tie it to the embedding instead: the output reuses "
+                    "token_embedding's weight matrix, so a token's logit is the dot product of the final vector "
+                    "with that token's embedding (no new parameters)", name=extra[0]))
         fail(tr("parameters missing: {missing}; unexpected: {extra}. See the docstring for "
                 "the names (blocks is an nn.ModuleList of nn.ModuleDict)",
                 missing=sorted(want - names)[:4], extra=extra[:4]))
@@ -224,7 +227,8 @@ def check_apply_temperature(fn) -> None:
     before = logits.clone()
     out = fn(logits, 0.5)
     if not torch.equal(logits, before):
-        fail(tr("apply_temperature changed its input: return logits / temperature, a new tensor (no /=)"))
+        fail(tr("apply_temperature changed its input: the caller's logits must stay as they were, so build a new "
+                "tensor (an in-place /= changes them)"))
     if _equal(out, before * 0.5):
         fail(tr("divide by the temperature: a temperature below 1 must SHARPEN the distribution (larger logits)"))
     if not _equal(out, before / 0.5):
