@@ -35,6 +35,13 @@ NAMED = [
      "pass back the cache of the previous step"),
     ("gpt_generation", "returns the caller's own logits when k >= V (the docstring says a new tensor)",
      "returned logits itself"),
+    # issue 39: raw errors of the check's models ("too many values to unpack", "mask (2, 4) does not broadcast")
+    ("gpt_generation", "feeds the whole window with the cache, not only the newest token",
+     "feed only the tokens the cache does not hold yet"),
+    ("gpt_generation", "the newest token as idx[:, -1], a (B,) vector without the time axis",
+     "the model got idx of shape (2,)"),
+    ("gpt_generation", "cache length read as len(cache) (the number of blocks), the mask built from it",
+     "Count S along the keys' S axis"),
     ("llama_modern", "ignores its device argument", "is not on the meta device"),
     ("llama_modern", "routing weights detached: the router never learns", "no gradient reached router.weight"),
     ("gpt_generation", "no dropout on the attention weights (embeddings and sublayer outputs only)",

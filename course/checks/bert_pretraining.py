@@ -332,8 +332,10 @@ MLM_MISTAKES = {
     tr("segment_ids do not reach the embeddings: call self.embeddings(input_ids, segment_ids)"): MLM_NO_SEGMENTS,
 }
 NSP_MISTAKES = {
-    tr("the NSP head should read the [CLS] position h[:, 0], not the mean over positions"): NSP_MEAN,
-    tr("the pooler is dense + tanh: nsp_head(torch.tanh(pooler(h[:, 0])))"): NSP_NO_TANH,
+    tr("the NSP head should read the [CLS] position (the first of each sequence), not the mean over positions"):
+        NSP_MEAN,
+    tr("the pooler is dense + tanh: the [CLS] vector goes through the pooler's linear layer, then tanh, and only "
+       "then to the NSP head"): NSP_NO_TANH,
 }
 BERT_DROPOUTS = {
     "embeddings.dropout": tr("BertEmbeddings drops its output"),

@@ -236,7 +236,7 @@ class AddNorm(nn.Module):
             return x + self.dropout2(self.ffn(self.norm2(x)))
         x = self.norm1(x + self.dropout1(self.self_attn(x, x, x)[0]))
         return self.norm2(x + self.dropout2(self.ffn(x)))
-'''),
+''', at_most=0.34),  # kept 3.11 of 4 before issue 39
     Variant("EncoderLayer", "Pre-LN with a LayerNorm after the residual too (both norms on every sublayer)",
             _LAYER_INIT + '''
     def forward(self, x, mask=None):
@@ -339,7 +339,7 @@ class Encoder(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return self.norm(x)
-'''),
+''', at_most=0.34),  # kept 2.57 of 3 before issue 39
     Variant("Encoder", "every layer gets the encoder input instead of the previous layer's output", '''
 class Encoder(nn.Module):
     def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.0, norm_first=False):

@@ -211,6 +211,14 @@ WRONG = [
         _GPT, ("        scores = scores.masked_fill(~allowed, float(\"-inf\"))\n", ""))),
     Variant("GPT", "KV cache without the position offset: new tokens get positions 0, 1, ...", _mutate(
         _GPT, ("pos = torch.arange(start, start + T, device=idx.device)", "pos = torch.arange(T, device=idx.device)"))),
+    # issue 39: the mask built from a cache length read off the wrong axis ended in "mask (2, 4) does not
+    # broadcast" (the check's GPT has 2 blocks and 2 heads, so len(cache) and axis 1 both give 2)
+    Variant("GPT", "cache length read as len(cache) (the number of blocks), the mask built from it", _mutate(
+        _GPT, ("start = 0 if cache is None else cache[0][0].shape[2]", "start = 0 if cache is None else len(cache)"),
+        ("a, kv = self.attend(block, x, None if cache is None else cache[i])",
+         "a, kv = self.attend(block, x, None if cache is None else cache[i], start)"),
+        ("def attend(self, block, x, past):", "def attend(self, block, x, past, start=0):"),
+        ("        S = k.shape[2]\n", "        S = start + T\n"))),
     Variant("GPT", "causal mask not shifted by the cache length (tril() on a (T, S) mask)", _mutate(
         _GPT, (".tril(S - T)", ".tril()"))),
     Variant("GPT", "scores divided by sqrt(d_model) instead of sqrt(head dim)", _mutate(
@@ -429,6 +437,13 @@ def sample_next_token(logits, temperature=1.0, top_k=None, top_p=None, generator
         _GENERATE, ("temperature, top_k, top_p, generator)", "temperature, top_k, top_p)"))),
     Variant("generate", "runs with gradients enabled (no torch.no_grad)", _mutate(
         _GENERATE, ("    with torch.no_grad():\n", "    if True:\n"))),
+    # issue 39: mistakes that ended in a raw error of the check's model, each named by the public check now
+    Variant("generate", "feeds the whole window with the cache, not only the newest token", _mutate(
+        _GENERATE, ("logits, cache = model(idx[:, -1:], cache=cache, use_cache=True)",
+                    "logits, cache = model(idx[:, -bs:], cache=cache, use_cache=True)"))),
+    Variant("generate", "the newest token as idx[:, -1], a (B,) vector without the time axis", _mutate(
+        _GENERATE, ("logits, cache = model(idx[:, -1:], cache=cache, use_cache=True)",
+                    "logits, cache = model(idx[:, -1], cache=cache, use_cache=True)"))),
     Variant("generate", "the prompt is fed again with the cache (positions counted twice)", _mutate(
         _GENERATE, ("logits, cache = model(idx[:, -1:], cache=cache, use_cache=True)",
                     "logits, cache = model(idx[:, -1:], use_cache=True)"))),

@@ -155,7 +155,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 ''')),
     Variant("SelfAttention", "ignores the mask", _self_attention(_INIT, '''\
         return scaled_dot_product_attention(self.W_q(x), self.W_k(x), self.W_v(x))
-''')),
+'''), at_most=0.34),  # kept 2.36 of 3 before issue 39: the value checks now run with masks
     Variant("SelfAttention", "always creates biases", _self_attention('''\
         self.W_q = nn.Linear(d_model, d_k)
         self.W_k = nn.Linear(d_model, d_k)

@@ -248,21 +248,28 @@ def _(cls):
     compare(module, torch_mha, x, x, x)
 
 
-@MultiHeadAttention.check("cross-attention: query (B, T, D), different key and value (B, S, D), T != S", weight=CORE)
+@MultiHeadAttention.check("cross-attention: query (B, T, D), different key and value (B, S, D), T != S, "
+                          "without a mask and with a (B, 1, 1, S) padding one", weight=CORE)
 def _(cls):
     module, torch_mha = build(cls, 12, 3, seed=430)
     query, key, value = randn(2, 3, 12, seed=431), randn(2, 6, 12, seed=432), randn(2, 6, 12, seed=433)
     compare(module, torch_mha, query, key, value)
+    padding = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool).view(2, 1, 1, 6)
+    compare(module, torch_mha, query, key, value, padding)
 
 
-@MultiHeadAttention.check("bias=False: no biases anywhere, and it still matches PyTorch", weight=CORE)
+# Beyond the one self-attention check, key and value differ everywhere, and the value checks run with a
+# mask too: an answer that mixes up key and value, or reverses the mask, keeps about a third at most.
+@MultiHeadAttention.check("bias=False: no biases anywhere, and it still matches PyTorch, with a (T, S) mask too",
+                          weight=CORE)
 def _(cls):
     module, torch_mha = build(cls, 8, 4, bias=False, seed=440)
     for name in ("W_q", "W_k", "W_v", "W_o"):
         if getattr(module, name).bias is not None:
             raise AssertionError(f"{name} has a bias although bias=False")
-    query, kv = randn(3, 4, 8, seed=441), randn(3, 5, 8, seed=442)
-    compare(module, torch_mha, query, kv, kv)
+    query, key, value = randn(3, 4, 8, seed=441), randn(3, 5, 8, seed=442), randn(3, 5, 8, seed=443)
+    compare(module, torch_mha, query, key, value)
+    compare(module, torch_mha, query, key, value, torch.ones(4, 5, dtype=torch.bool).tril(1))
 
 
 @MultiHeadAttention.check("masks: (T, S) and (B, 1, 1, S) padding, True = may attend; masked keys get 0",
@@ -281,10 +288,10 @@ def _(cls):
 @MultiHeadAttention.check("a (B, 1, T, S) mask, different for each sequence, broadcasts over the heads", weight=CORE)
 def _(cls):
     module, torch_mha = build(cls, 12, 4, seed=460)
-    x = randn(2, 4, 12, seed=461)
+    x, value = randn(2, 4, 12, seed=461), randn(2, 4, 12, seed=462)
     mask = torch.tensor([[[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]],
                          [[1, 1, 0, 1], [0, 1, 1, 0], [1, 0, 1, 1], [0, 0, 1, 1]]], dtype=torch.bool)
-    compare(module, torch_mha, x, x, x, mask.unsqueeze(1))
+    compare(module, torch_mha, x, x, value, mask.unsqueeze(1))
 
 
 @MultiHeadAttention.check("dropout acts on the attention weights in training mode only (returned after dropout)",
@@ -292,14 +299,14 @@ def _(cls):
 def _(cls):
     p = 0.5
     module, torch_mha = build(cls, 8, 2, seed=470, dropout=p)
-    query, kv = randn(2, 6, 8, seed=471), randn(2, 7, 8, seed=472)
+    query, key, value = randn(2, 6, 8, seed=471), randn(2, 7, 8, seed=472), randn(2, 7, 8, seed=474)
     module.eval()
     torch_mha.eval()
-    _, clean = compare(module, torch_mha, query, kv, kv)  # eval(): no dropout at all
+    _, clean = compare(module, torch_mha, query, key, value)  # eval(): no dropout at all
     module.train()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        out, weights = assert_pair(module(query, kv, kv))
+        out, weights = assert_pair(module(query, key, value))
     assert_tensor(weights, clean.detach(), atol=math.inf, what="weights in train mode")
     dropped = weights.detach() == 0
     if not dropped.any():
@@ -308,7 +315,7 @@ def _(cls):
     assert_tensor(weights.detach()[~dropped], clean.detach()[~dropped] / (1 - p), atol=1e-5,
                   what="the weights that survive dropout (scaled by 1/(1-p))")
     # The output must be made from exactly the returned (dropped-out) weights.
-    v = split_stand_in(F.linear(kv, module.W_v.weight, module.W_v.bias), 2)
+    v = split_stand_in(F.linear(value, module.W_v.weight, module.W_v.bias), 2)
     want = F.linear(merge_stand_in(weights.detach() @ v), module.W_o.weight, module.W_o.bias)
     assert_tensor(out, want.detach(), atol=1e-5, what="output in train mode (from the dropped-out weights)")
 
@@ -316,11 +323,11 @@ def _(cls):
 @MultiHeadAttention.check("gradients reach W_q, W_k, W_v and W_o and match PyTorch's")
 def _(cls):
     module, torch_mha = build(cls, 8, 2, seed=480)
-    query, kv = randn(2, 3, 8, seed=481), randn(2, 4, 8, seed=482)
-    out, _ = assert_pair(module(query, kv, kv))
+    query, key, value = randn(2, 3, 8, seed=481), randn(2, 4, 8, seed=482), randn(2, 4, 8, seed=484)
+    out, _ = assert_pair(module(query, key, value))
     upstream = randn(2, 3, 8, seed=483)
     (out * upstream).sum().backward()
-    want, _ = torch_mha(query, kv, kv, need_weights=False)
+    want, _ = torch_mha(query, key, value, need_weights=False)
     (want * upstream).sum().backward()
     Wq, Wk, Wv = torch_mha.in_proj_weight.grad.chunk(3)
     for name, expected in (("W_q", Wq), ("W_k", Wk), ("W_v", Wv), ("W_o", torch_mha.out_proj.weight.grad)):

@@ -253,16 +253,24 @@ def _(cls):
         linear_shape(module, name, out_features, 5, bias=True)
 
 
-@SelfAttention.check("with set weights (d_k != d_v): output (B, T, d_v) and weights (B, T, T) are right", weight=CORE)
+# The mask is the argument the layer is used with (a decoder's causal mask, a batch's padding): the
+# value checks run with one as well as without, so an answer that ignores it keeps about a quarter.
+@SelfAttention.check("with set weights (d_k != d_v): output (B, T, d_v) and weights (B, T, T) are right, "
+                     "without a mask and with a causal one", weight=CORE)
 def _(cls):
     module, params = build(cls, 6, 4, 3, bias=False, seed=240)
-    check_self_attention(module, params, randn(2, 5, 6, seed=250))
+    x = randn(2, 5, 6, seed=250)
+    check_self_attention(module, params, x)
+    check_self_attention(module, params, x, torch.ones(5, 5, dtype=torch.bool).tril())
 
 
-@SelfAttention.check("with set weights and biases (bias=True)", weight=CORE)
+@SelfAttention.check("with set weights and biases (bias=True), without a mask and with a padding one", weight=CORE)
 def _(cls):
     module, params = build(cls, 5, 3, 2, bias=True, seed=241)
-    check_self_attention(module, params, randn(3, 4, 5, seed=251))
+    x = randn(3, 4, 5, seed=251)
+    check_self_attention(module, params, x)
+    padding = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]], dtype=torch.bool).view(3, 1, 4)
+    check_self_attention(module, params, x, padding)
 
 
 @SelfAttention.check("a causal (T, T) mask and a (B, 1, T) padding mask reach the attention", weight=CORE)
@@ -276,16 +284,20 @@ def _(cls):
     check_self_attention(module, params, x, padding)
 
 
-@SelfAttention.check("permuting the tokens permutes the output and the weights (no mask)")
+@SelfAttention.check("permuting the tokens (and the padding mask with them) permutes the output and the weights; "
+                     "padded keys keep weight 0")
 def _(cls):
     module, _ = build(cls, 6, 4, 4, bias=True, seed=243)
     x = randn(2, 5, 6, seed=253)
+    padding = torch.tensor([[1, 1, 0, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool).view(2, 1, 5)
     perm = torch.tensor([3, 0, 4, 2, 1])
-    out, weights = assert_pair(module(x))
-    out_p, weights_p = assert_pair(module(x[:, perm]))
+    out, weights = assert_pair(module(x, padding))
+    out_p, weights_p = assert_pair(module(x[:, perm], padding[..., perm]))
     assert_tensor(out_p, out[:, perm].detach(), atol=1e-5, what="output for the permuted input")
     assert_tensor(weights_p, weights[:, perm][:, :, perm].detach(), atol=1e-5,
                   what="weights for the permuted input")
+    if not (weights_p.detach().masked_select(~padding[..., perm]) == 0).all():
+        raise AssertionError("keys where the padding mask is False should get weight exactly 0")
 
 
 @SelfAttention.check("gradients reach W_q, W_k and W_v")
