@@ -6,13 +6,15 @@ notebook, under every combination of those it can make on one machine, and print
 
     nice -n 15 .venv/bin/python benchmarks/training_robustness.py --seeds 5 --out /tmp/robust.jsonl
     .venv/bin/python benchmarks/training_robustness.py one --chapter 06 --seed 3 --threads 2 --impl learner
+    .venv/bin/python benchmarks/training_robustness.py table benchmarks/results/ch06.jsonl  # a Markdown table
 
 Perturbations (each run is a fresh process, since the environment variables act at start-up):
     threads     torch.set_num_threads in the training cell: 1 (as the chapters) or 2
-    capability  ATEN_CPU_CAPABILITY=default (no vectorised kernels) or avx2 (this machine's)
+    capability  native (no setting), ATEN_CPU_CAPABILITY=default (no vectorised kernels) or avx2
     mkl         MKL_ENABLE_INSTRUCTIONS=SSE4_2 with MKL_CBWR=COMPATIBLE, or MKL's default path
     impl        reference (solutions/) or learner (tests/learner_style.py: same mathematics, other order)
     seed        the torch.manual_seed(...) of the training cell
+(env "passive" sets OMP_WAIT_POLICY=PASSIVE: it changes no sum, only how idle threads wait.)
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ CHAPTERS = {  # chapter -> (released notebook, a name its training cell defines,
            r"LLaMA-style .* exact match on \d+ held-out problems: ([\d.]+)%"),
 }
 ENVIRONMENTS = {
+    "native": {},  # what this machine picks
+    "passive": {"OMP_WAIT_POLICY": "PASSIVE"},  # idle threads sleep: same sums, less waste on a loaded CPU
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
     "default": {"ATEN_CPU_CAPABILITY": "default"},
     "avx2+mkl-sse4": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "MKL_CBWR": "COMPATIBLE"},
@@ -89,20 +93,53 @@ def run_one(chapter: str, seed: int, threads: int, impl: str, root: Path = REPO 
     start = time.perf_counter()
     with stack, contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         exec(cell, namespace)
-    found = re.search(CHAPTERS[chapter][2], out.getvalue())
+    printed = out.getvalue()
+    found = re.search(CHAPTERS[chapter][2], printed)
     return {"chapter": chapter, "seed": seed, "threads": threads, "impl": impl,
             "capability": torch.backends.cpu.get_cpu_capability(),
             "mkl": os.environ.get("MKL_ENABLE_INSTRUCTIONS", "auto"),
-            "result": float(found.group(1)) if found else None, "seconds": round(time.perf_counter() - start, 1),
-            "printed": out.getvalue()[-600:]}
+            "result": float(found.group(1)) if found else None, **_details(chapter, printed),
+            "seconds": round(time.perf_counter() - start, 1), "printed": printed[-600:]}
+
+
+def _details(chapter: str, printed: str) -> dict:
+    """06: the steps trained; 09: each model's exact match and the step it first reached 90%."""
+    if chapter == "06":
+        found = re.search(r"trained (\d+) steps in ([\d.]+) s", printed)
+        return {"steps": int(found.group(1)), "train_seconds": float(found.group(2))} if found else {}
+    rows = re.findall(r"^(\S+-style) .*final loss ([\d.]+), 90% first reached at step (\w+), "
+                      r"exact match on \d+ held-out problems: ([\d.]+)%", printed, re.M)
+    return {"models": {name: {"final_loss": float(loss), "step_90": None if step == "None" else int(step),
+                              "exact_match": float(match)} for name, loss, step, match in rows}}
+
+
+def table(rows: list[dict]) -> None:
+    """One Markdown row per run, then each chapter's range over every run."""
+    print("| chapter | seed | threads | impl | capability | env | steps | exact match % | seconds |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        models = r.get("models") or {}
+        steps = r.get("steps") or " / ".join(f"90% at {m['step_90']}" for m in models.values())
+        result = " / ".join(f"{name} {m['exact_match']}" for name, m in models.items()) or r["result"]
+        print(f"| {r['chapter']} | {r['seed']} | {r['threads']} | {r['impl']} | {r['capability']} | "
+              f"{r.get('env', '')} | {steps} | {result} | {r['seconds']} |")
+    for chapter in sorted({r["chapter"] for r in rows}):
+        mine = [r for r in rows if r["chapter"] == chapter]
+        results = [m["exact_match"] for r in mine
+                   for m in (r.get("models") or {"": {"exact_match": r["result"]}}).values()]
+        steps = [r["steps"] for r in mine if r.get("steps")]
+        print(f"\n{chapter}: {len(mine)} runs, exact match {min(results)}-{max(results)}%"
+              + (f", {min(steps)}-{max(steps)} steps" if steps else "")
+              + f", {min(r['seconds'] for r in mine)}-{max(r['seconds'] for r in mine)} s each")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", nargs="?", default="grid", choices=("grid", "one"))
+    parser.add_argument("mode", nargs="?", default="grid", choices=("grid", "one", "table"))
+    parser.add_argument("files", nargs="*", type=Path, help="table: the JSON-lines files to summarise")
     parser.add_argument("--chapter", default="06,09")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--seeds", type=int, default=5, help="grid: seeds 0 .. N-1")
+    parser.add_argument("--seeds", default="5", help="grid: N for seeds 0 .. N-1, or a list: 1,3,4 (one seed: 3,)")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--impl", default="reference,learner")
     parser.add_argument("--env", default=",".join(ENVIRONMENTS))
@@ -114,7 +151,10 @@ def main(argv=None):
     if args.mode == "one":
         print(json.dumps(run_one(args.chapter, args.seed, int(args.threads), args.impl, args.root)), flush=True)
         os._exit(0)  # skip the interpreter's teardown: on a loaded machine it took minutes
-    grid = itertools.product(args.chapter.split(","), range(args.seeds), args.env.split(","),
+    if args.mode == "table":
+        return table([json.loads(line) for path in args.files for line in path.read_text().splitlines()])
+    seeds = [int(s) for s in args.seeds.split(",") if s] if "," in args.seeds else range(int(args.seeds))
+    grid = itertools.product(args.chapter.split(","), seeds, args.env.split(","),
                              [int(t) for t in args.threads.split(",")], args.impl.split(","))
     for chapter, seed, env, threads, impl in grid:
         command = [sys.executable, __file__, "one", "--chapter", chapter, "--seed", str(seed),

@@ -17,21 +17,24 @@ import pytest
 from grader.authoring import samples
 from grader.chapters import CHAPTERS, LANGUAGES
 
-# chapter name -> (a line the notebook prints, the least value its number may take); for LOSSES the most
+# chapter name -> [(a line the notebook prints, the least value its number may take)]; for LOSSES the most.
+# Where training is stochastic, the bound sits below every run of the distribution the chapter states, with
+# margin: the runs are in benchmarks/results/ (README there: the commands), made by benchmarks/training_robustness.py.
 STATED_RESULTS = {
-    "multi_head_attention": (r"H = 2: [\d,]+ attention parameters, accuracy left neighbour ([\d.]+)%", 99.0),
-    "add_and_norm": (r"Pre-LN, no warm-up\s+final loss [\d.]+\s+accuracy on \d+ new sequences ([\d.]+)%", 85.0),
-    # 06 trains until 10 fresh batches in a row are all right (at most 1200 steps), not for a fixed 500 steps
-    # (which could end on an overshoot: 91% at step 500 with one seed, 57% at step 400 with another). Runs
-    # of benchmarks/training_robustness.py (seeds, 1 or 2 threads, ATEN_CPU_CAPABILITY default/avx2, MKL
-    # SSE4_2, tests/learner_style.py) all ended at >= 99.8% (the report of the change lists them).
-    "decoder_masking": (r"exact-match accuracy on \d+ held-out sequences: ([\d.]+)%", 98.0),
-    "bert_pretraining": (r"held-out masked-token accuracy ([\d.]+)% \(most-frequent-token baseline", 45.0),
-    "gpt_generation": (r"held-out exact match: ([\d.]+)% of \d+ problems never seen in training", 99.0),
-    # 09 with the zero-digit hint, cosine decay and clipping: every run of ablation.json (24 runs, 8 variants,
-    # LLaMA-style 99.5% at least) and of benchmarks/training_robustness.py (other seeds, threads, kernels,
-    # learner-style code) ended at >= 90%.
-    "llama_modern": (r"LLaMA-style .* exact match on \d+ held-out problems: ([\d.]+)%", 90.0),
+    "multi_head_attention": [(r"H = 2: [\d,]+ attention parameters, accuracy left neighbour ([\d.]+)%", 99.0)],
+    "add_and_norm": [(r"Pre-LN, no warm-up\s+final loss [\d.]+\s+accuracy on \d+ new sequences ([\d.]+)%", 85.0)],
+    # 06 trains until 10 fresh batches in a row are all right (at most 1200 steps). The text states: seeds 0-4,
+    # each on one thread, on two threads and with tests/learner_style.py, all 15 stopped by themselves (the
+    # second line), after 252-409 steps, at >= 99.7% (benchmarks/results/ch06.jsonl).
+    "decoder_masking": [(r"exact-match accuracy on \d+ held-out sequences: ([\d.]+)%", 98.0),
+                        (r"the last (\d+) batches \(\d+ fresh sequences\) were all right", 10)],
+    "bert_pretraining": [(r"held-out masked-token accuracy ([\d.]+)% \(most-frequent-token baseline", 45.0)],
+    "gpt_generation": [(r"held-out exact match: ([\d.]+)% of \d+ problems never seen in training", 99.0)],
+    # 09 (zero-digit hint, cosine decay, clipping): the text states both models end at 90% or more. Every run
+    # did, at >= 99.3%: ablation.json's 2017 and llama rows (seeds 0-4, one thread) and
+    # benchmarks/results/ch09.jsonl (seeds 0-4 on two threads and with tests/learner_style.py).
+    "llama_modern": [(r"2017-style .* exact match on \d+ held-out problems: ([\d.]+)%", 90.0),
+                     (r"LLaMA-style .* exact match on \d+ held-out problems: ([\d.]+)%", 90.0)],
 }
 # The writer of chapter 08 is worth decoding only well below letter frequencies (about 3.4 nats).
 STATED_LOSSES = {
@@ -94,9 +97,9 @@ def test_chapter_runs_with_solutions(chapter, standalone, tmp_path):
     assert proc.returncode == 0, f"{' '.join(command)}\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
     text = "".join(json.loads(line)["text"] for line in printed.read_text().splitlines())
     if chapter.lang == "en" and chapter.name in STATED_RESULTS:
-        pattern, least = STATED_RESULTS[chapter.name]
-        value, line = printed_number(text, pattern)
-        assert value >= least, line
+        for pattern, least in STATED_RESULTS[chapter.name]:
+            value, line = printed_number(text, pattern)
+            assert value >= least, line
     if chapter.lang == "en" and chapter.name in STATED_LOSSES:
         pattern, most = STATED_LOSSES[chapter.name]
         value, line = printed_number(text, pattern)
