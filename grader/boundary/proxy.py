@@ -193,9 +193,9 @@ class TrustedCodec(Codec):
 class Session(StandInHost):
     """One exercise's conversation with the child."""
 
-    def __init__(self, conn, timeout: float):
+    def __init__(self, conn, timeout: float, grace: float = GRACE):
         self.codec = TrustedCodec(self)
-        self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: timeout + GRACE)
+        self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: timeout + grace)
         self.proxies: dict[int, Remote] = {}
         self.tokens: dict[int, tuple[list, Any, list]] = {}
         self.handed: dict[int, tuple[Any, str]] = {}
