@@ -95,10 +95,9 @@ def diagnose_all(chapter_name: str, tests: dict[int, Exercise], cells: dict[int,
     names a known mistake, within `budget` seconds; stops at the first child that no longer answers."""
     started = time.perf_counter()
     for index, exercise in tests.items():
-        left = budget - (time.perf_counter() - started)
-        check = public_check(chapter_name, exercise.name)
-        if not lost_points(cells.get(index)) or check is None:
+        if not lost_points(cells.get(index)) or (check := public_check(chapter_name, exercise.name)) is None:
             continue
+        left = budget - (time.perf_counter() - started)
         if left < 1:
             return
         try:
