@@ -216,3 +216,22 @@ def test_each_mistake_a_check_stores_numbers_for_is_a_known_mistake(chapter, ent
     with pytest.raises(CheckFailed) as failure:
         check(implementation(chapter, entry.exercise, entry.mistake))
     assert failure.value.known, str(failure.value)
+
+
+def test_a_check_that_copies_a_learner_object_cannot_close_the_grading_pipe():
+    """copy.deepcopy of a proxy (a check written for real objects may copy a model) copied its session's
+    pipe, and the copy closed the trusted side's end when collected: refused instead."""
+    import copy
+    import gc
+
+    from grader.boundary.proxy import Remote, Session
+
+    ours, theirs = multiprocessing.Pipe()
+    remote = Remote(Session(ours, 1.0), 1, {"mro": [], "name": "Model"})
+    for copier in (copy.deepcopy, copy.copy):
+        with pytest.raises(TypeError):
+            copier(remote)
+    gc.collect()
+    os.fstat(ours.fileno())  # still open
+    ours.close()
+    theirs.close()

@@ -124,6 +124,9 @@ class Remote:
     def _grader_fix_dropout(self) -> None:
         self._session.request("fix_dropout", self)
 
+    def __reduce_ex__(self, protocol):  # copy.deepcopy would copy the session's pipe, whose copy closes it
+        raise TypeError("a learner object cannot be copied or pickled where the checks run")
+
 
 class TrustedCodec(Codec):
     def __init__(self, session: "Session"):
