@@ -21,6 +21,7 @@ from course.checks import (
     expect_tensor,
     expect_value_error,
     fail,
+    mistake,
     name_wave,
     passed,
     public_check,
@@ -446,7 +447,7 @@ def check_bert_pretraining_loss(fn) -> None:
     if not same(LOSS_OUT):
         for hint, wrong in LOSS_MISTAKES.items():
             if same(wrong):
-                fail(hint)
+                mistake(hint)
         fail(tr("(total, mlm, nsp) = ({total:.6f}, {mlm:.6f}, {nsp:.6f}); expected ({want_total:.6f}, "
                 "{want_mlm:.6f}, {want_nsp:.6f})", total=got[0], mlm=got[1], nsp=got[2], want_total=LOSS_OUT[0],
                 want_mlm=LOSS_OUT[1], want_nsp=LOSS_OUT[2]))

@@ -11,7 +11,17 @@ import math
 import torch
 import torch.nn as nn
 
-from course.checks import close, diagnose, expect_tensor, expect_value_error, fail, passed, public_check, tr
+from course.checks import (
+    close,
+    diagnose,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    mistake,
+    passed,
+    public_check,
+    tr,
+)
 
 TABLE_SHAPE = (3, 6)  # sinusoidal_positional_encoding(3, 6)
 # --- stored numbers: sinusoidal_positional_encoding ---
@@ -204,7 +214,7 @@ def check_TokenEmbedding(cls) -> None:
              0.25: tr("multiply by sqrt(d_model); you divided by it")}
     for value, hint in hints.items():
         if math.isclose(ratio, value, rel_tol=1e-4):
-            fail(hint)
+            mistake(hint)
     fail(tr("with d_model = 16 the looked-up rows should be scaled by 4; yours are scaled by {ratio:.4g}", ratio=ratio))
 
 

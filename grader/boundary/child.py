@@ -188,15 +188,26 @@ def _run_code(shell, publisher, errors, source: str, timeout: float) -> dict:
     return {"outputs": outputs}
 
 
-def _serve_test(conn, shell, index: int, exercise: str) -> None:
+def _serve_test(conn, shell, index: int, exercise: str, judged: dict) -> None:
     """Say that a test cell is reached, then answer the trusted grader's calls until its checks end."""
     _send(conn, {"kind": "test", "index": index, "exercise": exercise})
     sink, saved = BoundedText(0), (sys.stdout, sys.stderr)
     sys.stdout = sys.stderr = sink  # what the learner's code prints while checked is not shown
     try:
-        Server(conn, shell.user_ns, in_sandbox).serve()
+        Server(conn, shell.user_ns, in_sandbox, judged).serve()
     finally:
         sys.stdout, sys.stderr = saved
+
+
+def _serve_diagnoses(conn, shell, judged: dict) -> None:
+    """After `done`: serve the judged objects again, one frame per exercise the trusted side diagnoses
+    (grader.boundary.diagnosis), until it closes the pipe or ends this process."""
+    sys.stdout = sys.stderr = BoundedText(0)
+    while True:
+        try:
+            Server(conn, shell.user_ns, in_sandbox, judged, again=True).serve()
+        except BaseException:  # noqa: BLE001 - the pipe closed, or the learner's code broke a frame: the scores are in
+            return
 
 
 def run(job: dict, conn) -> None:
@@ -216,18 +227,20 @@ def run(job: dict, conn) -> None:
         started = time.perf_counter()
         shell, publisher, errors = _shell(job["dir"])
         _send(conn, {"kind": "shell", "seconds": round(time.perf_counter() - started, 3)})
-        trusted = _snapshot()
+        trusted, judged = _snapshot(), {}
         for index, cell in enumerate(job["cells"]):
             if cell["kind"] == "skip":
                 continue
             started = time.perf_counter()
             if cell["kind"] == "test":
                 _restore(trusted)
-                _serve_test(conn, shell, index, cell["exercise"])
+                _serve_test(conn, shell, index, cell["exercise"], judged)
                 continue
             message = _run_code(shell, publisher, errors, cell["source"], job["timeout"])
             _send(conn, {"kind": "cell", "index": index, "seconds": round(time.perf_counter() - started, 3), **message})
         _send(conn, {"kind": "done"})
+        _restore(trusted)
+        _serve_diagnoses(conn, shell, judged)
     except BaseException:  # noqa: BLE001 - the grader's side says what happened
         try:
             _send(conn, {"kind": "fatal", "reason": traceback.format_exc(limit=3)[-2000:]})

@@ -79,6 +79,7 @@ class Pool:
     def judge(self, job: Job) -> Verdict:
         # lazy: the checks' side (torch.distributed.tensor, 1-2 s, and the chapters' hidden specs) is imported by
         # `load_checks` in a thread while the fork server starts, not with this module
+        from grader.boundary.diagnosis import diagnose_all
         from grader.boundary.proxy import checks_of, judge_exercise
 
         started = time.perf_counter()
@@ -151,6 +152,8 @@ class Pool:
                     reached = index + 1
                 elif kind == "done":
                     done = True
+                    diagnose_all(job.chapter.name, tests, verdict.cells, receive)  # text only: the scores are in
+                    break
                 elif kind == "fatal":
                     reason = str(message.get("reason", ""))[-300:].strip()
                     verdict.error = shown(f"the grading sandbox failed: {reason}")

@@ -124,6 +124,9 @@ class Remote:
     def _grader_fix_dropout(self) -> None:
         self._session.request("fix_dropout", self)
 
+    def __reduce_ex__(self, protocol):  # copy.deepcopy would copy the session's pipe, whose copy closes it
+        raise TypeError("a learner object cannot be copied or pickled where the checks run")
+
 
 class TrustedCodec(Codec):
     def __init__(self, session: "Session"):
@@ -193,9 +196,9 @@ class TrustedCodec(Codec):
 class Session(StandInHost):
     """One exercise's conversation with the child."""
 
-    def __init__(self, conn, timeout: float):
+    def __init__(self, conn, timeout: float, grace: float = GRACE):
         self.codec = TrustedCodec(self)
-        self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: timeout + GRACE)
+        self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: timeout + grace)
         self.proxies: dict[int, Remote] = {}
         self.tokens: dict[int, tuple[list, Any, list]] = {}
         self.handed: dict[int, tuple[Any, str]] = {}

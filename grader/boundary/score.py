@@ -25,6 +25,7 @@ HEAD = shown("{name}: {score} / {points} points")
 NO_CREDIT = shown("  no credit: {reason}")
 PASSED = shown("  ok    {check}")
 FAILED = shown("  FAIL  {check}: {why}")
+LIKELY_MISTAKE = shown("  Likely mistake (from the notebook's own check): {mistake}")
 
 
 def _english(template: str, **values) -> str:
@@ -39,6 +40,7 @@ class Result:
     failed: list[tuple[str, str]] = field(default_factory=list)  # (check, why)
     zero_reason: str | None = None
     weights: dict[str, float] = field(default_factory=dict)  # check -> weight (Exercise.weights); 1 if absent
+    diagnosis: str | None = None  # the known mistake the public check names (grader.boundary.diagnosis)
 
     @property
     def score(self) -> float:
@@ -57,6 +59,8 @@ class Result:
             lines.append(say(NO_CREDIT, reason=self.zero_reason))
         lines += [say(PASSED, check=c) for c in self.passed]
         lines += [say(FAILED, check=c, why=why) for c, why in self.failed]
+        if self.diagnosis:
+            lines.append(say(LIKELY_MISTAKE, mistake=self.diagnosis))
         return "\n".join(lines)
 
 

@@ -143,9 +143,10 @@ class alarm:
 
 class Server:
     """Serves one test cell: from `begin` (the exercise's name, its stand-ins, the routines to record)
-    to `end` (what was recorded)."""
+    to `end` (what was recorded). `judged` keeps each exercise's object as its test cell found it; a
+    Server with `again` serves that object once more, after the last cell (grader.boundary.diagnosis)."""
 
-    def __init__(self, conn, namespace: dict, record):
+    def __init__(self, conn, namespace: dict, record, judged: dict | None = None, again: bool = False):
         self.codec = WorkerCodec()
         self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: None)
         self.endpoint.after_reply = _raise_pending
@@ -155,6 +156,8 @@ class Server:
         self.recorder = None
         self.calls: list[str] = []
         self.finished = False
+        self.judged = {} if judged is None else judged
+        self.again = again
 
     def serve(self) -> None:
         _Clock.endpoint = self.endpoint
@@ -185,7 +188,10 @@ class Server:
         self.calls = self.recorder.__enter__()
         self.alarm = alarm(timeout)
         self.alarm.__enter__()
-        return self.namespace.get(name)
+        if self.again:
+            return self.judged.get(name)
+        self.judged[name] = self.namespace.get(name)
+        return self.judged[name]
 
     def op_end(self, _):
         self.alarm.__exit__(None, None, None)

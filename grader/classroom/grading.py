@@ -24,7 +24,7 @@ import nbformat
 from grader.boundary import seeds
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool, load_checks
-from grader.boundary.score import FAILED, NO_CREDIT, shown
+from grader.boundary.score import FAILED, LIKELY_MISTAKE, NO_CREDIT, shown
 from grader.boundary.unit import Job, Verdict
 from grader.chapters import CHAPTERS, LANGUAGES, Chapter, exercise_of, is_answer_cell, is_test_cell
 from grader.classroom import locks, skipping
@@ -68,7 +68,8 @@ def _failing_marks() -> tuple[str, ...]:
     marks = []
     for lang in ("en", *LANGUAGES):
         book = phrasebook(lang)
-        marks += [book.say(FAILED, check="\0", why="\0"), book.say(NO_CREDIT, reason="\0")]
+        marks += [book.say(FAILED, check="\0", why="\0"), book.say(NO_CREDIT, reason="\0"),
+                  book.say(LIKELY_MISTAKE, mistake="\0")]
     return tuple(mark.split("\0")[0].strip() for mark in marks)
 
 

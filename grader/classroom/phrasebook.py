@@ -268,8 +268,9 @@ class Template:
 class Phrasebook:
     """A chapter's feedback texts in one language (all English where there is no catalogue)."""
 
-    def __init__(self, table: dict[str, str]):
+    def __init__(self, table: dict[str, str], edition: tuple[str | None, str | None] = (None, None)):
         self.table = table
+        self.edition = edition  # (language, assignment): where `mistake` finds the public checks' messages
         # A template with fields but no words ("{name} {what}") would match anything: exact use only.
         found = [Template.of(e, t) for e, t in table.items() if FIELD.search(e)]
         self.templates = sorted((t for t in found if WORD.search("".join(t.pieces))),
@@ -292,6 +293,10 @@ class Phrasebook:
         translated = Template.of(template, self.table.get(template, template))
         return translated.fill({k: self.text(v) if isinstance(v, str) else v for k, v in values.items()})
 
+    def mistake(self, message: str) -> str:
+        """A public check's message (the likely mistake, grader.boundary.diagnosis) in this language."""
+        return public_messages(*self.edition).text(message)
+
 
 def load(catalogue: str, lang: str) -> dict[str, str]:
     """A catalogue's usable translations (none fuzzy, empty or with other fields than the English)."""
@@ -311,6 +316,29 @@ def phrasebook(lang: str | None, assignment: str | None = None) -> Phrasebook:
     table = load(COMMON, lang)
     if assignment:
         table.update(load(assignment, lang))
+    return Phrasebook(table, (lang, assignment))
+
+
+def load_messages(catalogue: str, lang: str) -> dict[str, str]:
+    """The public checks' messages a chapter folder's `course/messages.json` carries (units of kind
+    `message`, grader.authoring.messages), from `i18n/<lang>/<catalogue>.po`; usable ones only."""
+    path = CATALOGUES / lang / f"{catalogue}.po"
+    if not path.is_file():
+        return {}
+    return {e.msgid: e.msgstr for e in polib.pofile(str(path), wrapwidth=0)
+            if e.comment.startswith("message:") and not e.obsolete and e.msgstr.strip() and "fuzzy" not in e.flags
+            and not field_problem(e.msgid, e.msgstr)}
+
+
+@functools.lru_cache(maxsize=16)
+def public_messages(lang: str | None, assignment: str | None) -> Phrasebook:
+    """The public checks' messages of a chapter (and the shared ones) in `lang`, read only when a
+    report names a likely mistake."""
+    if lang not in LANGUAGES:
+        return Phrasebook({})
+    table = load_messages(COMMON, lang)
+    if assignment:
+        table.update(load_messages(assignment, lang))
     return Phrasebook(table)
 
 

@@ -293,6 +293,8 @@ def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict |
         result.failed += [(d, shown("was not run")) for d in known if d not in seen]
         zero = message.get("zero_reason")
         result.zero_reason = str(zero)[:500] if zero else None
+        said = message.get("diagnosis")  # the notebook's own check, on public inputs (grader.boundary.diagnosis)
+        result.diagnosis = book.mistake(said[:500]) if isinstance(said, str) and said.strip() else None
     outputs = [nbformat.v4.new_output("stream", name="stdout", text=result.report(book.say) + "\n")]
     if result.score > 0:
         outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(result.score)},
