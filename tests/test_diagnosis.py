@@ -200,15 +200,11 @@ def test_a_graded_notebook_names_its_mistakes_in_its_own_edition(tmp_path):
     assert "exp(1e4) overflows" not in chinese["tests"]["test_softmax"]["error"]
 
 
-# course/checks/gpt_generation.py is being reworked beside this change: its stored mistakes still `fail`
-# plainly, so the graded report cannot repeat them yet (strict: this fails once they are marked).
-UNMARKED = {"gpt_generation"}
 STORED = [(c.name, e) for c in CHAPTERS for e in recipes(c.name) if e.mistake is not None]
 
 
 @pytest.mark.parametrize("chapter,entry", [
-    pytest.param(c, e, marks=[pytest.mark.xfail(strict=True)] if c in UNMARKED else [])
-    for c, e in STORED], ids=[f"{c}-{e.name}" for c, e in STORED])
+    pytest.param(c, e) for c, e in STORED], ids=[f"{c}-{e.name}" for c, e in STORED])
 def test_each_mistake_a_check_stores_numbers_for_is_a_known_mistake(chapter, entry):
     """What the graded report repeats: the message of a mistake the check stores numbers for, and only that
     (tests/test_snapshots.py: every stored mistake makes its check name it)."""

@@ -17,6 +17,7 @@ from course.checks import (
     expect_tensor,
     expect_value_error,
     fail,
+    mistake,
     passed,
     public_check,
     tr,
@@ -134,7 +135,7 @@ def check_GPT(cls) -> None:
         if not _same(got, GPT_OUT, 5e-5):
             for hint, wrong in GPT_MISTAKES.items():
                 if _same(got, wrong, 5e-5):
-                    fail(hint)
+                    mistake(hint)
             fail(tr("the logits differ from the expected values {expected}...; got {got}...",
                     expected=GPT_OUT[0][:3], got=got[0, :3].tolist()))
         result = model(GPT_IDX[:, :2], use_cache=True)
