@@ -45,8 +45,8 @@ class PositionalEncoding(nn.Module):
         pe: the table sinusoidal_positional_encoding(max_len, D), (max_len, D), registered as a
             buffer (saved in the state_dict and moved by .to(), but not a trained parameter).
         dropout: an nn.Dropout.
-    forward(x (B, T, D)) -> (B, T, D): dropout(x + pe[:T]); in training mode the dropout acts on
-        the sum, in eval mode it does nothing.
+    forward(x (B, T, D)) -> (B, T, D): token t of each sequence gets row t of pe added (the first T
+        rows), then dropout; in training mode the dropout acts on the sum, in eval mode it does nothing.
     Raises ValueError in forward when T > max_len.
     Use your sinusoidal_positional_encoding.
     """

@@ -22,6 +22,7 @@ from course.checks import (
     expect_tensor,
     expect_value_error,
     fail,
+    mistake,
     passed,
     public_check,
     tr,
@@ -84,7 +85,7 @@ def _match(actual, expected, mistakes: dict, what: str, otherwise: str) -> None:
     expect_tensor(actual, tuple(torch.as_tensor(expected).shape), what)
     for hint, wrong in mistakes.items():
         if close(actual, wrong):
-            fail(hint)
+            mistake(hint)
     fail(tr("{what} differs from the expected values. {otherwise}", what=what, otherwise=otherwise))
 
 

@@ -19,6 +19,7 @@ from course.checks import (
     expect_tensor,
     expect_value_error,
     fail,
+    mistake,
     name_wave,
     passed,
     public_check,
@@ -428,9 +429,9 @@ OFF_BY_ONE = (tr("steps count from 1: use `step` exactly as given (step 1 is the
 def check_noam_learning_rate(fn) -> None:
     peak, first = float(fn(4000, 512, 4000)), float(fn(1, 512, 4000))
     if math.isclose(first, NOAM_MAX_STEP_1, rel_tol=1e-4):
-        fail(tr("at step 1 the rate should be tiny (warm-up); you took the max of the two branches, take the min"))
+        mistake(tr("at step 1 the rate should be tiny (warm-up); you took the max of the two branches, take the min"))
     if math.isclose(first, NOAM_WARMUP_EXPONENT_STEP_1, rel_tol=1e-4):
-        fail(tr("the warm-up branch is step * warmup_steps**-1.5 (so the two branches meet at step = warmup_steps); "
+        mistake(tr("the warm-up branch is step * warmup_steps**-1.5 (so the two branches meet at step = warmup_steps); "
                 "you used the exponent -0.5"))
     if not math.isclose(first, NOAM_512_4000[1], rel_tol=1e-5):
         hint = tr(": you computed the rate of step 2; {off_by_one}", off_by_one=OFF_BY_ONE) if math.isclose(

@@ -22,6 +22,7 @@ from course.checks import (
     expect_tensor,
     expect_value_error,
     fail,
+    mistake,
     name_wave,
     passed,
     public_check,
@@ -333,8 +334,10 @@ MLM_MISTAKES = {
     tr("segment_ids do not reach the embeddings: call self.embeddings(input_ids, segment_ids)"): MLM_NO_SEGMENTS,
 }
 NSP_MISTAKES = {
-    tr("the NSP head should read the [CLS] position h[:, 0], not the mean over positions"): NSP_MEAN,
-    tr("the pooler is dense + tanh: nsp_head(torch.tanh(pooler(h[:, 0])))"): NSP_NO_TANH,
+    tr("the NSP head should read the [CLS] position (the first of each sequence), not the mean over positions"):
+        NSP_MEAN,
+    tr("the pooler is dense + tanh: the [CLS] vector goes through the pooler's linear layer, then tanh, and only "
+       "then to the NSP head"): NSP_NO_TANH,
 }
 BERT_DROPOUTS = {
     "embeddings.dropout": tr("BertEmbeddings drops its output"),
@@ -445,7 +448,7 @@ def check_bert_pretraining_loss(fn) -> None:
     if not same(LOSS_OUT):
         for hint, wrong in LOSS_MISTAKES.items():
             if same(wrong):
-                fail(hint)
+                mistake(hint)
         fail(tr("(total, mlm, nsp) = ({total:.6f}, {mlm:.6f}, {nsp:.6f}); expected ({want_total:.6f}, "
                 "{want_mlm:.6f}, {want_nsp:.6f})", total=got[0], mlm=got[1], nsp=got[2], want_total=LOSS_OUT[0],
                 want_mlm=LOSS_OUT[1], want_nsp=LOSS_OUT[2]))

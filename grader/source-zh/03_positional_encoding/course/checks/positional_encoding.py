@@ -12,7 +12,17 @@ import math
 import torch
 import torch.nn as nn
 
-from course.checks import close, diagnose, expect_tensor, expect_value_error, fail, passed, public_check, tr
+from course.checks import (
+    close,
+    diagnose,
+    expect_tensor,
+    expect_value_error,
+    fail,
+    mistake,
+    passed,
+    public_check,
+    tr,
+)
 
 TABLE_SHAPE = (3, 6)  # sinusoidal_positional_encoding(3, 6)
 # --- stored numbers: sinusoidal_positional_encoding ---
@@ -164,11 +174,12 @@ def check_PositionalEncoding(cls) -> None:
     try:
         out = m(x)
     except RuntimeError as err:
-        fail(tr("forward(x) for x of shape (2, 3, 6) raised `{err}`: add only the first T rows, pe[:T], "
-                "not the whole (max_len, D) table", err=err))
+        fail(tr("forward(x) for x of shape (2, 3, 6) raised `{err}`: a sequence of T = 3 tokens takes rows 0, 1, 2 "
+                "of the table, not all max_len = 10 of them", err=err))
     expect_tensor(out, (2, 3, 6), tr("the output for x of shape (2, 3, 6)"))
     if not close(out, torch.tensor(TABLE_3x6).expand(2, 3, 6)):
-        fail(tr("forward(zeros (2, 3, 6)) should give pe[:3] for each sequence: add pe[:T], the first T rows"))
+        fail(tr("forward(zeros (2, 3, 6)) should give rows 0, 1, 2 of the table for each sequence: token t gets "
+                "row t"))
     expect_value_error(m, torch.zeros(1, 11, 6), what=tr("a sequence longer than max_len"))
     m = cls(6, max_len=10, dropout=0.5)
     total = 1 + m.pe[:4].expand(2, 4, 6)
@@ -178,9 +189,9 @@ def check_PositionalEncoding(cls) -> None:
     kept = out != 0
     if kept.all() or not close(out[kept], 2 * total[kept]):
         fail(tr("in training mode dropout acts on the sum: each entry should be 0 or (x + pe) / (1 - p); "
-                "apply self.dropout to x + pe[:T], not to x alone"))
+                "apply self.dropout to the sum, not to x alone"))
     if not close(m.eval()(torch.ones(2, 4, 6)), total):
-        fail(tr("in eval mode dropout does nothing: the output should be exactly x + pe[:T]"))
+        fail(tr("in eval mode dropout does nothing: the output should be exactly x plus the table's rows 0..T-1"))
     passed("PositionalEncoding")
 
 
@@ -204,7 +215,7 @@ def check_TokenEmbedding(cls) -> None:
              0.25: tr("multiply by sqrt(d_model); you divided by it")}
     for value, hint in hints.items():
         if math.isclose(ratio, value, rel_tol=1e-4):
-            fail(hint)
+            mistake(hint)
     fail(tr("with d_model = 16 the looked-up rows should be scaled by 4; yours are scaled by {ratio:.4g}", ratio=ratio))
 
 
@@ -242,7 +253,7 @@ def check_LearnedPositionalEmbedding(cls) -> None:
     diagnose(m(LEARNED_X), LEARNED, {
         tr("you returned the position rows without adding x"): LEARNED_NO_X,
         tr("positions start at 0: add rows E[0], ..., E[T-1]"): LEARNED_FROM_1,
-        tr("the output is just x: add the position rows E[:T]"): LEARNED_JUST_X,
+        tr("the output is just x: add to token t the position row E[t]"): LEARNED_JUST_X,
     }, tr("forward(x) with x = 100 everywhere and E = arange(20).reshape(5, 4)"))
     expect_value_error(m, torch.zeros(1, 6, 4), what=tr("a sequence longer than max_len"))
     passed("LearnedPositionalEmbedding")

@@ -18,6 +18,7 @@ from course.checks import (
     expect_tensor,
     expect_value_error,
     fail,
+    mistake,
     passed,
     public_check,
     tr,
@@ -85,12 +86,14 @@ GPT_QKV_PER_HEAD = [[5.951315, 2.262332, -4.970976, 4.857696, -0.287235, 1.43674
 GPT_MISTAKES = {
     tr("this is the Post-LN order, x = norm(x + sublayer(x)); GPT-2 normalises the INPUT of each sublayer: "
        "x = x + attn(ln_1(x)), then x = x + mlp(ln_2(x))"): GPT_POST_LN,
-    tr("the final LayerNorm is missing: logits = ln_f(x) @ token_embedding.weight.T"): GPT_NO_LN_F,
+    tr("the final LayerNorm is missing: ln_f normalises the last block's output before it meets the tied "
+       "embedding"): GPT_NO_LN_F,
     tr("GPT-2 uses the tanh form of GELU: F.gelu(x, approximate='tanh') (the default is the erf form)"): GPT_ERF_GELU,
     tr("there is no causal mask: position t must not attend to positions after t"): GPT_NOT_CAUSAL,
     tr("divide the scores by sqrt(Dh), the size of one head, not by sqrt(d_model)"): GPT_BY_SQRT_D,
     tr("q, k and v lie side by side in qkv's output (q = the first D features, k the next D, v the last D); "
-       "split them with .split(d_model, dim=-1) before cutting each into heads"): GPT_QKV_PER_HEAD,
+       "split them into three blocks of D features along the last axis before cutting each into heads"):
+        GPT_QKV_PER_HEAD,
 }
 
 
@@ -113,8 +116,9 @@ def check_GPT(cls) -> None:
     if names != want:
         extra = sorted(names - want)
         if any("head" in n or n.endswith("out.weight") and "blocks" not in n for n in extra):
-            fail(tr("{name} is a separate output layer: tie it to the embedding instead, "
-                    "logits = ln_f(x) @ self.token_embedding.weight.T (no new parameters)", name=extra[0]))
+            fail(tr("{name} is a separate output layer: tie it to the embedding instead: the output reuses "
+                    "token_embedding's weight matrix, so a token's logit is the dot product of the final vector "
+                    "with that token's embedding (no new parameters)", name=extra[0]))
         fail(tr("parameters missing: {missing}; unexpected: {extra}. See the docstring for "
                 "the names (blocks is an nn.ModuleList of nn.ModuleDict)",
                 missing=sorted(want - names)[:4], extra=extra[:4]))
@@ -132,7 +136,7 @@ def check_GPT(cls) -> None:
         if not _same(got, GPT_OUT, 5e-5):
             for hint, wrong in GPT_MISTAKES.items():
                 if _same(got, wrong, 5e-5):
-                    fail(hint)
+                    mistake(hint)
             fail(tr("the logits differ from the expected values {expected}...; got {got}...",
                     expected=GPT_OUT[0][:3], got=got[0, :3].tolist()))
         result = model(GPT_IDX[:, :2], use_cache=True)
@@ -143,17 +147,17 @@ def check_GPT(cls) -> None:
             isinstance(kv, (list, tuple)) and len(kv) == 2 and tuple(kv[0].shape) == (2, 2, 2, 4) for kv in cache)
         if not pairs:
             fail(tr("the cache should be a list with one (keys, values) pair per block, each of shape (B, H, S, Dh)"))
-        one, longer = model(GPT_IDX[:, 2:3], cache=cache, use_cache=True)
+        one, longer = _with_cache(model, GPT_IDX[:, 2:3], cache, 2)
         if not _same(one, logits[:, 2:3], 1e-4):
             fail(tr("one token fed with the cache of two earlier tokens gives other logits than the full pass: its "
                     "position is the cache length S (positions = arange(S, S + T)), and it must attend to all S "
                     "cached keys as well as its own: the mask is (T, S + T), the causal mask with S columns of ones "
                     "in front"))
-        again, _ = model(GPT_IDX[:, 2:3], cache=cache, use_cache=True)
+        again, _ = _with_cache(model, GPT_IDX[:, 2:3], cache, 2)
         if not _same(again, one, 1e-6):
             fail(tr("using the same cache twice gave different logits: return a NEW cache (torch.cat makes new "
                     "tensors) and leave the one you were given unchanged"))
-        rest, _ = model(GPT_IDX[:, 3:], cache=longer, use_cache=True)
+        rest, _ = _with_cache(model, GPT_IDX[:, 3:], longer, 3)
         if not _same(rest, logits[:, 3:], 1e-4):
             fail(tr("two tokens fed at once with a cache give other logits than the full pass: the causal mask must "
                     "be shifted by the cache length S, so query t sees keys 0..S+t (with S = 0 it is the ordinary "
@@ -171,6 +175,24 @@ def check_GPT(cls) -> None:
     passed("GPT")
 
 
+def _with_cache(model, idx, cache, S: int):
+    """model(idx, cache=cache, use_cache=True) for the check's GPT (2 blocks, 2 heads, Dh 4); an error it
+    raises is named: with 2 blocks and 2 heads, a cache length read off the wrong axis is right for S = 2
+    only, and the mask built from it does not fit the keys (issue 39: "mask (2, 4) does not broadcast")."""
+    T = idx.shape[1]
+    try:
+        result = model(idx, cache=cache, use_cache=True)
+    except Exception as err:  # noqa: BLE001 - any error of the learner's forward is reported as a hint
+        fail(tr("idx of shape (2, {T}) fed with a cache of {S} positions raised {kind}: {err}. The cache holds S = {S} "
+                "positions (its keys are (B, H, S, Dh) = (2, 2, {S}, 4)), so the mask must be (T, S + T) = ({T}, "
+                "{total}) and the new positions start at {S}. Count S along the keys' S axis: here the number of "
+                "blocks (len(cache)) and the number of heads are both 2, which is right only while S = 2",
+                T=T, S=S, total=S + T, kind=type(err).__name__, err=str(err)[:120]))
+    if not isinstance(result, tuple) or len(result) != 2:
+        fail(tr("with use_cache=True, forward should return a tuple (logits, cache)"))
+    return result
+
+
 # ---------------------------------------------------------------- next_token_targets
 
 @public_check
@@ -181,9 +203,12 @@ def check_next_token_targets(fn) -> None:
         fail(tr("return a tuple (inputs, targets)"))
     inputs, targets = result
     if _equal(inputs, idx[:, 1:]) and _equal(targets, idx[:, :-1]):
-        fail(tr("inputs and targets are swapped: the model reads idx[:, :-1] and must predict idx[:, 1:]"))
+        fail(tr("inputs and targets are swapped: for the row [10, 11, 12, 13] the model reads 10, 11, 12 and must "
+                "predict 11, 12, 13, the token that follows each one it read; you made 11, 12, 13 the inputs"))
     if _equal(inputs, idx[:-1]):
-        fail(tr("you sliced the batch axis: slice the time axis, idx[:, :-1] and idx[:, 1:]"))
+        fail(tr("you sliced the batch axis: your inputs are whole rows ({rows} of the 3 sequences), but each "
+                "sequence should lose one TOKEN, so that the 3 rows [10, 11, 12, 13], ... give inputs [10, 11, 12], "
+                "...: slice the time axis", rows=len(inputs)))
     if not (_equal(inputs, idx[:, :-1]) and _equal(targets, idx[:, 1:])):
         fail(tr("expected inputs {inputs} and targets {targets}", inputs=idx[:, :-1].tolist(),
                 targets=idx[:, 1:].tolist()))
@@ -204,7 +229,8 @@ def check_apply_temperature(fn) -> None:
     before = logits.clone()
     out = fn(logits, 0.5)
     if not torch.equal(logits, before):
-        fail(tr("apply_temperature changed its input: return logits / temperature, a new tensor (no /=)"))
+        fail(tr("apply_temperature changed its input: the caller's logits must stay as they were, so build a new "
+                "tensor (an in-place /= changes them)"))
     if _equal(out, before * 0.5):
         fail(tr("divide by the temperature: a temperature below 1 must SHARPEN the distribution (larger logits)"))
     if not _equal(out, before / 0.5):
@@ -362,10 +388,15 @@ class _Window(torch.nn.Module):
     def forward(self, idx, cache=None, use_cache=False):
         cached = None if cache is None else self._cached_ids(cache)  # (B, S)
         S = 0 if cached is None else cached.shape[1]
+        if type(idx) is not torch.Tensor or idx.dim() != 2:
+            raise _BadCache(tr("the model got idx of shape {shape}: it reads token ids of shape (B, T), so the "
+                               "newest token alone is (B, 1): slice so that the time axis stays",
+                               shape=tuple(getattr(idx, "shape", ()))))
         self.calls.append((idx.shape[1], S))
         self.grad_enabled.add(torch.is_grad_enabled())
         if S + idx.shape[1] > self.block_size:
-            raise _TooLong(tr("{S} cached + {new} new tokens do not fit in block_size 4", S=S, new=idx.shape[1]), S)
+            raise _TooLong(tr("{S} cached + {new} new tokens do not fit in block_size 4", S=S, new=idx.shape[1]),
+                           S, idx.shape[1])
         window = idx if cached is None else torch.cat([cached, idx], 1)
         logits = self.first[window[:, :1]] + self.current[window[:, S:]] + self.place[S:window.shape[1]]
         if not use_cache:
@@ -403,13 +434,14 @@ _GEN_GREEDY = [[1, 2, 4, 1, 4, 2, 4, 1], [4, 0, 1, 2, 4, 3, 1, 2]]
 class _TooLong(ValueError):
     """The check's model was asked to see more than block_size tokens."""
 
-    def __init__(self, message: str, cached: int):
+    def __init__(self, message: str, cached: int, new: int):
         super().__init__(message)
-        self.cached = cached
+        self.cached, self.new = cached, new
 
 
 class _BadCache(Exception):
-    """The check's model was handed a cache it did not return last (slid, stale, rebuilt)."""
+    """The check's model was handed a cache it did not return last (slid, stale, rebuilt), or an idx that is
+    not (B, T)."""
 
 
 def _generating(fn, model, *args, **kwargs):
@@ -419,12 +451,16 @@ def _generating(fn, model, *args, **kwargs):
     except _BadCache as err:
         fail(str(err))
     except _TooLong as err:
+        if err.cached and err.new > 1:
+            fail(tr("the model got {err}: with a cache, feed only the tokens the cache does not hold yet (after the "
+                    "first step, the newest one); the cache already holds the keys and values of the earlier ones",
+                    err=err))
         if err.cached:
             fail(tr("the model got {err}: the cache was never restarted. When the cache plus the new token would not "
                     "fit in block_size, start a new cache from the last block_size tokens (learned positions cannot "
                     "slide)", err=err))
-        fail(tr("the model got {err}: the model may see at most block_size tokens; feed idx[:, -block_size:], the "
-                "LAST block_size tokens", err=err))
+        fail(tr("the model got {err}: the model may see at most block_size tokens, and the next token depends on "
+                "the most recent ones: of [1, 2, 4, 1, 4] with block_size 4 it must see [2, 4, 1, 4]", err=err))
 
 
 @public_check
@@ -434,9 +470,11 @@ def check_generate(fn) -> None:
     expect_tensor(out, (2, 8), "generate(model, idx (2, 2), 6, temperature=0)")
     if out.tolist() != _GEN_GREEDY:
         if any(t > 4 for t, _ in model.calls) or not out[:, :2].equal(_GEN_PROMPT):
-            fail(tr("the model may see at most block_size tokens: feed idx[:, -block_size:], the LAST ones"))
-        fail(tr("greedy generation should give {expected}, got {out}: at each step take the logits of "
-                "the LAST position, logits[:, -1], and append the chosen token",
+            fail(tr("the model may see at most block_size tokens, and the next token depends on the most recent "
+                    "ones: of [1, 2, 4, 1, 4] with block_size 4 it must see [2, 4, 1, 4], not [1, 2, 4, 1]"))
+        fail(tr("greedy generation should give {expected}, got {out}: at each step the model sees the most recent "
+                "block_size tokens, the next token comes from the logits of the LAST position (each position "
+                "predicts the token after it), and the chosen token is appended",
                 expected=_GEN_GREEDY, out=out.tolist()))
     model = _Window()
     cached = _generating(fn, model, _GEN_PROMPT, 6, temperature=0, use_cache=True)

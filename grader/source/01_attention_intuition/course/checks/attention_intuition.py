@@ -16,6 +16,7 @@ from course.checks import (
     expect_tensor,
     expect_value_error,
     fail,
+    mistake,
     passed,
     public_check,
     tr,
@@ -102,7 +103,7 @@ def check_nadaraya_watson(nadaraya_watson) -> None:
         if close(weights.sum(dim=0), torch.ones(4)):
             fail(tr("your weights sum to 1 over the queries (dim=0), not over the training points (dim=1)"))
         if close(weights, NW_RAW_KERNEL):
-            fail(tr("these are raw kernel values: normalise each row (softmax over the training points)"))
+            mistake(tr("these are raw kernel values: normalise each row (softmax over the training points)"))
         fail(tr("each row of weights should sum to 1 over the training points; row sums are "
                 "{sums}", sums=weights.sum(dim=1).tolist()))
     diagnose(weights, NW_WEIGHTS, {

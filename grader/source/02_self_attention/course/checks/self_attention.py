@@ -13,6 +13,7 @@ from course.checks import (
     expect_tensor,
     expect_value_error,
     fail,
+    mistake,
     passed,
     public_check,
     tr,
@@ -48,7 +49,7 @@ def check_softmax(softmax) -> None:
     out = softmax(A, dim=0)
     expect_tensor(out, (2, 3), "softmax(x, dim=0)")
     if not close(out.sum(0), [1.0, 1.0, 1.0]):
-        fail(tr("softmax(x, dim=0) should sum to 1 down each column, but the column sums are {sums}: "
+        mistake(tr("softmax(x, dim=0) should sum to 1 down each column, but the column sums are {sums}: "
                 "take both the max and the sum along `dim`", sums=out.sum(0).tolist()))
     diagnose(out, A_COLS, {
         tr("softmax(x, dim=0) normalised the rows: your function ignores its `dim` argument"): A_ROWS,
@@ -59,9 +60,9 @@ def check_softmax(softmax) -> None:
     expect_tensor(out, (2, 3), "softmax(big)")
     if not torch.isfinite(out).all():
         if torch.isfinite(out[0]).all():
-            fail(tr("the row near -1e4 came out as nan: you subtracted the max of the whole tensor; "
+            mistake(tr("the row near -1e4 came out as nan: you subtracted the max of the whole tensor; "
                     "take the max along `dim` (keepdim=True) so every row has an entry exp(0) = 1"))
-        fail(tr("inputs near 1e4 give inf/nan: exp(1e4) overflows; subtract the max along `dim` before exp"))
+        mistake(tr("inputs near 1e4 give inf/nan: exp(1e4) overflows; subtract the max along `dim` before exp"))
     # = softmax([0, -1, -2])
     diagnose(out, [A_ROWS[0][::-1]] * 2, {}, what=tr("softmax of inputs near +-1e4"), atol=1e-3)
 
@@ -118,7 +119,7 @@ def check_scaled_dot_product_attention(attention) -> None:
                           "a solution that calls it)"))
     out, weights = expect_pair(attention(Q, K, V), "scaled_dot_product_attention(q, k, v)")
     if type(weights) is torch.Tensor and tuple(weights.shape) == (3, 2):
-        fail(tr("weights have shape (S, T) = (3, 2); they should be (T, S): one row per query, one column per key"))
+        mistake(tr("weights have shape (S, T) = (3, 2); they should be (T, S): one row per query, one column per key"))
     diagnose(weights, W_OK, W_WRONG, what=tr("the weights"))
     expect_tensor(out, (2, 2), tr("the output (T, Dv)"))
     if not close(out, OUT_OK):
