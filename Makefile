@@ -34,7 +34,7 @@ test: setup lint
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m "not integration"
 
 # The class end to end on real servers (JupyterHub, PostgreSQL, a Dask cluster): minutes each, so
-# kept out of `make test`'s 15-minute budget; .ci/run runs both.
+# kept out of `make test` (about 30 minutes on 2 cores: 1980 tests, 27 min of pytest); .ci/run runs both.
 test-integration: setup hub-setup
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m integration
 
