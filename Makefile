@@ -56,7 +56,7 @@ $(PROXY):
 
 # A try-out class on this machine: deploy/jupyterhub/ with the simple spawner and one password, on a
 # free port (HUB_PORT=8000 to choose; the hub's API on HUB_API_PORT, default 8081). Not for a real
-# class: every learner can read the answers (README: Running a class; deploy/jupyterhub/setup-class.sh).
+# class: every learner can read the answers (guides/teaching.md: A try-out is not a class; deploy/jupyterhub/setup-class.sh).
 # `exec`: the hub is make's own child, so stopping make (Ctrl-C, kill) stops the hub, which stops its
 # proxy, servers and grading service.
 HUB_STATE ?= $(CURDIR)/.hub/state

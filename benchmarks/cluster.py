@@ -11,7 +11,7 @@ one notebook after another in the trusted process) and the time workers spend ju
 apart, because they scale differently: judging with the number of workers, recording not at all.
 The projection for 10,000 x 9 notebooks uses them: max(judging / workers, recording), per
 driver; shard the class over several drivers (course directories sharing one PostgreSQL
-gradebook, see the README) to divide the recording too.
+gradebook, see guides/beyond-one-machine.md) to divide the recording too.
 """
 from __future__ import annotations
 

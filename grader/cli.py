@@ -1,4 +1,4 @@
-"""`grader`: build, release, grade, autograde and demo (see the README's instructor path).
+"""`grader`: build, release, grade, autograde and demo (see guides/teaching.md).
 
 Each command imports its room of the grader when it runs (the imports marked `# lazy:`): `grader
 --help` and `grader build` never load torch or nbgrader's applications, and `grader grade` starts the
@@ -67,8 +67,8 @@ def cmd_translate(args) -> int:
     for line in bad:
         print(line)
     if bad:
-        print(f"{len(bad)} translation unit(s) to do: edit the catalogues (README: The Chinese edition).",
-              file=sys.stderr)
+        print(f"{len(bad)} translation unit(s) to do: edit the catalogues "
+              "(guides/maintaining.md: The Chinese edition).", file=sys.stderr)
         return 1
     return 0
 
@@ -261,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--submitted-at", default=None,
                    help="submission time (ISO 8601, UTC unless a zone is given) for notebooks with no timestamp.txt")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                   help="grade on this dask.distributed cluster (its workers import this grader; README: Beyond one "
-                        "machine)")
+                   help="grade on this dask.distributed cluster (its workers import this grader; "
+                        "guides/beyond-one-machine.md)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_autograde)
 
@@ -275,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="refuse a submission whose folder is not owned by the learner it names (a unix user each)")
     p.set_defaults(func=cmd_collect)
 
-    p = sub.add_parser("serve", help="grade on submit: the hub's grading service (README: Grading on submit)")
+    p = sub.add_parser("serve",
+                       help="grade on submit: the hub's grading service (guides/teaching.md: Grading on submit)")
     p.add_argument("--course-dir", default="nbgrader-course")
     p.add_argument("--exchange", default=os.environ.get("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange"),
                    help="nbgrader's exchange root (default: $COURSE_EXCHANGE_ROOT)")

@@ -270,7 +270,7 @@ def hub(tmp_path_factory):
 
 
 def readme_picture(shot: Path) -> None:
-    """The README's picture of the panel: the top of `shot`, written beside it, and into images/
+    """The guides' picture of the panel: the top of `shot`, written beside it, and into images/
     when COURSE_UPDATE_SCREENSHOTS=1 (after a change to what a learner sees there)."""
     from PIL import Image
 
@@ -344,7 +344,7 @@ def test_a_class_on_the_hub(hub, browser):
     wrong = samples.wrong_variants(CHAPTER)[0].exercise  # learner 2's catalogued mistake
 
     # The instructor: the chapter into the hub's course directory (typed in a terminal of their
-    # server, with the README's command), then nbgrader's exchange from their own Formgrader.
+    # server, with the teaching guide's command), then nbgrader's exchange from their own Formgrader.
     tokens = {user: hub.token(user) for user in ("instructor", *LEARNERS)}
     hub.start("instructor", tokens["instructor"])
     hub.instructor(tokens["instructor"],

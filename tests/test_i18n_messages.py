@@ -241,5 +241,6 @@ def test_what_a_learner_reads_goes_through_tr():
     found = [line for path in sorted((course_dir / "checks").glob("*.py")) for line in _untranslated(path, True)]
     found += [line for path in [course_dir / "__init__.py", *sorted((course_dir / "toolkit").glob("*.py"))]
               for line in _untranslated(path, False)]
-    assert found == [], "write these as tr(\"template\", field=value) (README: The Chinese edition):\n" + \
+    assert found == [], "write these as tr(\"template\", field=value) " \
+        "(guides/maintaining.md: The Chinese edition):\n" + \
         "\n".join(found)

@@ -1,4 +1,4 @@
-"""The instructor's path of the README, by its commands, on a late class: `grader autograde` with a term,
+"""The instructor's path of guides/teaching.md, by its commands, on a late class: `grader autograde` with a term,
 hand grades (written into the gradebook as Formgrader's grade box does), a resubmission that rewrites
 one answer, `grader regrade`, Formgrader's Generate feedback (`nbgrader generate_feedback` in the course
 directory), `grader export`, `grader report`: one total everywhere, pending answers pending everywhere."""

@@ -1,7 +1,7 @@
 """Every single-user server of the class (jupyterhub_config.py puts this folder on its Jupyter config path).
 
 A terminal is a login shell, and a login shell's /etc/profile resets PATH: the environment the hub
-gave the server (COURSE_BIN: where grader, nbgrader and jupyter are) is lost and the README's commands
+gave the server (COURSE_BIN: where grader, nbgrader and jupyter are) is lost and the guides' commands
 are not found. So a terminal runs the user's login shell (profile and all) and then puts COURSE_BIN
 first again before it hands over to an interactive shell.
 """

@@ -24,7 +24,7 @@ Every setting a class changes comes from an environment variable, so the file it
   COURSE_SERVER_ARGS      extra command-line options for every single-user server
   COURSE_GRADING_SERVICE  on (default) or off: the grading service, `grader serve`, which grades each
                           submission of a chapter that term.toml's [on_submit] switches on, as it
-                          arrives, and serves /services/grading/ (README: Grading on submit)
+                          arrives, and serves /services/grading/ (guides/teaching.md: Grading on submit)
   COURSE_GRADING_USER     the unix user the service runs as (default: the instructor, who owns the
                           course directory; with the simple spawner, the hub's own user)
 
@@ -113,7 +113,7 @@ learners_bin, learners_config = (BIN, HERE) if simple else (learners_env / "bin"
 if not simple:
     if not (learners_bin / "jupyterhub-singleuser").exists():
         sys.exit(f"no learners' environment at {learners_env} (COURSE_LEARNER_ENV): run "
-                 "`sudo deploy/jupyterhub/setup-class.sh` first (README: Running a class)")
+                 "`sudo deploy/jupyterhub/setup-class.sh` first (guides/teaching.md: A try-out is not a class)")
     if REPO.stat().st_mode & 0o007:
         sys.exit(f"{REPO} is open to every unix user (mode {REPO.stat().st_mode & 0o777:o}): a learner could import "
                  "the answers and read the hidden tests. Run `sudo deploy/jupyterhub/setup-class.sh` first")

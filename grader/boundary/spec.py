@@ -58,7 +58,7 @@ class Exercise:
         was), which an answer that does nothing (returns None, always raises) also keeps: it pays
         only when a check of the same `part` that is not a side check passed too
         (grader.boundary.score.side_rules_pay), so a constructor's checks never pay a forward's
-        side rules. `weight`: the check's share of the points (README, "How partial credit reads")."""
+        side rules. `weight`: the check's share of the points (guides/teaching.md: How partial credit reads)."""
         def register(fn: Callable[[Any], None]):
             self.checks.append(Check(description, fn, tuple(states), side, float(weight), part))
             return fn

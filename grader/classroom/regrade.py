@@ -91,7 +91,7 @@ def _why(old: dict | None, new: dict | None) -> list[str]:
     why = []
     if old["penalty"] != new["penalty"]:
         why.append(f"late penalty {old['penalty']:g} -> {new['penalty']:g} (the late share of the points, "
-                   "recomputed: README, One total)")
+                   "recomputed; guides/teaching.md: One total)")
     was, now = set(old.get("pending", [])), set(new.get("pending", []))
     if now - was:
         why.append(f"pending again, the answer changed since it was graded: {', '.join(sorted(now - was))}")

@@ -85,7 +85,8 @@ def submission_time(notebook: Path, student_dir: Path) -> datetime | None:
     """The nearest `timestamp.txt` between the notebook's folder and the learner's folder, range-checked
     and never later than the file itself was written (its ctime, the kernel's clock). Written by the
     grader (`grader collect`, the grading service, an LMS time), it is the grader's; written by
-    `nbgrader collect`, it is the learner's claim, and only that bound holds (README: trust)."""
+    `nbgrader collect`, it is the learner's claim, and only that bound holds
+    (guides/teaching.md: What a learner writes, around the sandbox)."""
     folder = notebook.parent
     while True:
         stamp = folder / TIMESTAMP_FILE

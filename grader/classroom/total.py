@@ -1,7 +1,7 @@
 """A learner's total of a chapter, from nbgrader's gradebook: the one place every view reads it (the
 service's pages, feedback, grades.csv, `grade --json`, the LMS export, `report`, `regrade`).
 
-The rule (README, "One total"):
+The rule (guides/teaching.md: One total):
 - automatic points: each hidden-test cell's score (an instructor's override in Formgrader wins);
 - hand-graded points: each written answer's hand grade. An answer nobody has graded yet (including one
   whose text changed since it was graded: grader.classroom.handgrades) is *pending*: it counts nothing and

@@ -98,7 +98,7 @@ def source_notebook(tmp_path):
 
 
 def test_a_link_in_submitted_to_the_source_notebook_is_not_read(tmp_path, release):
-    # After `nbgrader collect` the README's route grades ~/course/submitted: a link there to the
+    # After `nbgrader collect` the teaching guide's route grades ~/course/submitted: a link there to the
     # source notebook was copied as its content into originals/ and graded full marks.
     course = tmp_path / "course"
     submitted_folder(course, "mallory").joinpath(CHAPTER.notebook_name).symlink_to(source_notebook(tmp_path))

@@ -8,7 +8,7 @@ class Variant:
     label: str  # the mistake (or the alternative approach) in a few words
     source: str  # Python source defining `exercise`
     zero: bool = False  # must score nothing at all for the exercise (an answer that does nothing)
-    at_most: float | None = None  # a clearly wrong answer keeps at most this share of the points (README)
+    at_most: float | None = None  # a clearly wrong answer keeps at most this share of the points (guides/teaching.md)
 
 
 _MODULE = "class {name}(nn.Module):\n    def __init__(self, *args, **kwargs):\n"
