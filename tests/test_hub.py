@@ -269,7 +269,7 @@ def hub(tmp_path_factory):
 
 
 
-def readme_picture(shot: Path) -> None:
+def guides_picture(shot: Path) -> None:
     """The guides' picture of the panel: the top of `shot`, written beside it, and into images/
     when COURSE_UPDATE_SCREENSHOTS=1 (after a change to what a learner sees there)."""
     from PIL import Image
@@ -432,7 +432,7 @@ def test_a_class_on_the_hub(hub, browser):
             "?.click() || true")  # JupyterLab's question about news, not part of the course
     time.sleep(1)
     page.screenshot(SHOTS / "3-feedback.png")
-    readme_picture(SHOTS / "3-feedback.png")
+    guides_picture(SHOTS / "3-feedback.png")
     feedback_url = feedback_files(hub, "learner1")[0].relative_to(hub.home("learner1")).as_posix()
     page.send("Page.navigate", url=f"{hub.url}/user/learner1/files/{urllib.parse.quote(feedback_url)}")
     wait_for(lambda: "Score:" in page.js("document.body ? document.body.innerText : ''"), 60, "the feedback page")
