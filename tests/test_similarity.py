@@ -141,9 +141,16 @@ def test_a_broken_notebook_is_a_note_not_a_crash(tmp_path, capsys):
     broken = tmp_path / "submitted" / "c" / CHAPTER.assignment
     broken.mkdir(parents=True)
     (broken / CHAPTER.notebook_name).write_text('{"cells": [1, {"cell_type": "code"')
+    odd = tmp_path / "submitted" / "d\x1b[2Jd" / CHAPTER.assignment  # and a name holding an escape sequence
+    odd.mkdir(parents=True)
+    (odd / CHAPTER.notebook_name).write_text(json.dumps({"metadata": {}, "nbformat": 4, "nbformat_minor": 5, "cells": [
+        {"cell_type": "code", "metadata": [], "source": "x", "outputs": [], "execution_count": None},
+        {"cell_type": "code", "metadata": {"nbgrader": {"solution": True, "grade_id": "softmax"}},
+         "source": SOFTMAX.replace("):", ":"), "outputs": [], "execution_count": None}]}))
     assert main(["similarity", "02", "--course-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "c: self_attention.ipynb unreadable" in out and "2 learners" in out
+    assert "c: self_attention.ipynb unreadable" in out and "3 learners" in out
+    assert "d?[2Jd" in out and "\x1b" not in out
 
 
 ATTACK = "</pre><script>document.title='PWNED'</script><img src=x onerror=\"document.title='PWNED'\">"

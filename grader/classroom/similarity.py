@@ -16,6 +16,7 @@ lms/); writes nothing but the --html page the instructor names.
 from __future__ import annotations
 
 import ast
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,8 +140,10 @@ def read_learner(name: str, path: Path, release: Release) -> tuple[Learner | Non
     try:
         if path.stat().st_size > MAX_BYTES:
             return None, [f"{name}: {path.name} is over {MAX_BYTES // 1_000_000} MB, not read"]
-        nb = nbformat.reads(path.read_text(encoding="utf-8", errors="replace"), as_version=4)
-        cells = list(nb.get("cells", []))
+        # the JSON as it is, not nbformat's validated node: one odd cell must not cost the whole notebook
+        cells = json.loads(path.read_text(encoding="utf-8", errors="replace"))["cells"]
+        if not isinstance(cells, list):
+            raise TypeError("cells is not a list")
     except Exception as err:  # noqa: BLE001 (any broken notebook: the report goes on without it)
         return None, [f"{name}: {path.name} unreadable ({type(err).__name__}), left out"]
     notes = []
@@ -217,6 +220,11 @@ def as_json(result: Result) -> list[dict]:
     return [{"a": p.a, "b": p.b, "score": p.score, "exercises": p.exercises} for p in result.pairs]
 
 
+def _printable(name: str) -> str:
+    """A learner's folder name for a terminal: a control character (an escape sequence) shown as '?'."""
+    return "".join(c if c.isprintable() else "?" for c in name)
+
+
 def format_table(result: Result, top: int = 20) -> str:
     items = list(result.items)
     width = max([len("learner a")] + [len(n) for p in result.pairs[:top] for n in (p.a, p.b)])
@@ -224,6 +232,6 @@ def format_table(result: Result, top: int = 20) -> str:
              f"the {min(top, len(result.pairs))} most alike (columns: {', '.join(items)})", WEIGHTING, "",
              f"{'learner a':<{width}}  {'learner b':<{width}}  score  " + "  ".join(f"{i[:10]:>10}" for i in items)]
     for p in result.pairs[:top]:
-        lines.append(f"{p.a:<{width}}  {p.b:<{width}}  {p.score:5.2f}  "
+        lines.append(f"{_printable(p.a):<{width}}  {_printable(p.b):<{width}}  {p.score:5.2f}  "
                      + "  ".join(f"{p.exercises[i]:>10.2f}" for i in items))
-    return "\n".join(lines + [f"note: {n}" for n in result.notes])
+    return "\n".join(lines + [f"note: {_printable(n)}" for n in result.notes])
