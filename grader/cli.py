@@ -183,6 +183,18 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_similarity(args) -> int:
+    from grader.classroom.similarity import as_json, format_table, similarity  # lazy: start-up (numpy)
+
+    result = similarity(args.course_dir, find_chapter(args.chapter))
+    if args.html:
+        from grader.classroom.similarity_html import write_html  # lazy: start-up
+
+        print(f"wrote {write_html(result, args.html, args.top)}", file=sys.stderr if args.json else sys.stdout)
+    print(json.dumps(as_json(result), indent=1) if args.json else format_table(result, args.top))
+    return 0
+
+
 def _limits(args):
     return Limits(memory_mb=args.memory_mb, cpu_seconds=args.cpu_seconds, submission_seconds=args.submission_timeout)
 
@@ -328,6 +340,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", default=None, help=DB_HELP)
     p.add_argument("--output", "-o", default=None, help="default: COURSE_DIR/<lms>-grades.csv")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("similarity", help="pairs of learners ranked by how alike their answers are (instructor only)")
+    p.add_argument("chapter")
+    p.add_argument("--course-dir", default="nbgrader-course")
+    p.add_argument("--json", action="store_true", help="every pair: [{a, b, score, exercises: {grade_id: score}}]")
+    p.add_argument("--html", default=None, metavar="OUT", help="write the most alike pairs side by side to OUT")
+    p.add_argument("--top", type=int, default=20, help="pairs in the table and the HTML page (default 20)")
+    p.set_defaults(func=cmd_similarity)
 
     p = sub.add_parser("demo", help="the instructor path end to end on sample students")
     p.add_argument("chapters", nargs="*")

@@ -1,0 +1,237 @@
+"""`grader similarity CHAPTER`: pairs of learners ranked by how alike their answers are, for the instructor.
+
+Each learner's graded code cells (nbgrader `grade_id`s of the release's solution cells) and written answers
+are reduced to fingerprints (grader.classroom.similarity_normalise: renaming, reordering, comments,
+docstrings, loops against comprehensions and light paraphrase change none). What the release itself holds
+(skeleton, signatures, questions) is taken out, and each fingerprint two learners share is weighed by how
+rare it is in the class, w = ln((N+1)/df) for a fragment df of the N learners wrote: a fragment most of the
+class writes counts little, so short exercises that honest learners write alike (a softmax) do not flag
+everybody. A pair's score for an exercise is the weight of what they share over what the same fingerprints
+would weigh if only this pair had written them: 1 when the two share everything and nobody else writes
+it, 0 when they share nothing rare. The overall score is the same over all exercises together.
+
+Reads the course directory only (the learners' own notebooks first: originals/, submitted/, autograded/,
+lms/); writes nothing but the --html page the instructor names.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import numpy as np
+
+from grader.chapters import Chapter, is_answer_cell
+from grader.classroom.similarity_normalise import Text, code_text, prose_text
+
+FOLDERS = ("originals", "submitted", "autograded", "lms")  # where a learner's notebook is looked for, in order
+MAX_BYTES = 20_000_000  # a notebook larger than this is not read (noted)
+WEIGHTING = ("Shared fragments are weighed by rarity: a fragment written by df of the N learners counts "
+             "ln((N+1)/df), so what most of the class writes (the skeleton is removed first) counts little; "
+             "1.0 means the two share everything and nobody else wrote it.")
+
+
+@dataclass
+class Learner:
+    name: str
+    texts: dict[str, Text] = field(default_factory=dict)
+
+
+@dataclass
+class Pair:
+    a: str
+    b: str
+    score: float
+    exercises: dict[str, float]
+
+
+@dataclass
+class Result:
+    chapter: Chapter
+    items: dict[str, str]  # grade_id -> "code" or "written", in notebook order
+    learners: dict[str, Learner]
+    pairs: list[Pair]
+    weights: dict[str, dict[int, float]]  # grade_id -> fingerprint -> weight (0..1 of the pair-only weight)
+    notes: list[str]
+
+
+def _source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(map(str, source)) if isinstance(source, list) else str(source)
+
+
+def _grade_id(cell) -> str | None:
+    meta = cell.get("metadata", {}) if isinstance(cell.get("metadata", {}), dict) else {}
+    nb_meta = meta.get("nbgrader", {})
+    return nb_meta.get("grade_id") if isinstance(nb_meta, dict) and nb_meta.get("solution") else None
+
+
+def release_notebook(root: Path, chapter: Chapter) -> Path:
+    """The notebook the learners were given: the course directory's release, else the course's own."""
+    for path in (root / "release" / chapter.assignment / chapter.notebook_name, chapter.course_notebook):
+        if path.is_file():
+            return path
+    raise ValueError(f"no release of {chapter.assignment}: neither {root / 'release' / chapter.assignment} "
+                     f"nor {chapter.course_notebook} holds {chapter.notebook_name}")
+
+
+@dataclass
+class Release:
+    items: dict[str, str]
+    fixed: frozenset  # the names the release defines: an exercise's function keeps its name
+    prints: dict[str, set[int]]  # "code"/"written" -> fingerprints of all the release's text of that kind
+
+
+def read_release(path: Path) -> Release:
+    nb = nbformat.read(path, as_version=4)
+    items, fixed, code, prose = {}, set(), [], []
+    for cell in nb.cells:
+        grade_id = _grade_id(cell)
+        if cell.cell_type == "code":
+            code.append(cell.source)
+            if grade_id:
+                items[grade_id] = "code"
+            try:
+                fixed |= {n.name for n in ast.walk(ast.parse(cell.source))
+                          if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+            except SyntaxError:
+                pass
+        elif cell.cell_type == "markdown":
+            prose.append(cell.source)
+            if grade_id and is_answer_cell(cell):
+                items[grade_id] = "written"
+    fixed = frozenset(fixed | set(items))
+    prints = {"code": set().union(*(code_text(s, fixed).prints for s in code)),
+              "written": set().union(*(prose_text(s).prints for s in prose))}
+    return Release(items, fixed, prints)
+
+
+def _notebook_of(folder: Path, chapter: Chapter) -> Path | None:
+    found = sorted(p for p in folder.glob("*.ipynb") if p.is_file() and not p.is_symlink())
+    return next((p for p in found if p.name == chapter.notebook_name), found[0] if found else None)
+
+
+def find_notebooks(root: Path, chapter: Chapter) -> tuple[dict[str, Path], list[str]]:
+    """student -> their notebook of `chapter`, from the first of FOLDERS that has one; links never followed."""
+    found, notes = {}, []
+    for kind in FOLDERS:
+        base = root / kind
+        if not base.is_dir() or base.is_symlink():
+            continue
+        for student in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            folder = student / chapter.assignment
+            if student.name in found or not folder.is_dir():
+                continue
+            if student.is_symlink() or folder.is_symlink():
+                notes.append(f"{kind}/{student.name}: a link, not read")
+                continue
+            notebook = _notebook_of(folder, chapter)
+            if notebook:
+                found[student.name] = notebook
+    return found, notes
+
+
+def read_learner(name: str, path: Path, release: Release) -> tuple[Learner | None, list[str]]:
+    """A learner's answers as Texts; a notebook that cannot be read gives None and a note, never an error."""
+    learner = Learner(name)
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            return None, [f"{name}: {path.name} is over {MAX_BYTES // 1_000_000} MB, not read"]
+        # the JSON as it is, not nbformat's validated node: one odd cell must not cost the whole notebook
+        cells = json.loads(path.read_text(encoding="utf-8", errors="replace"))["cells"]
+        if not isinstance(cells, list):
+            raise TypeError("cells is not a list")
+    except Exception as err:  # noqa: BLE001 (any broken notebook: the report goes on without it)
+        return None, [f"{name}: {path.name} unreadable ({type(err).__name__}), left out"]
+    notes = []
+    for cell in cells:
+        try:
+            grade_id = _grade_id(cell) if isinstance(cell, dict) else None
+            kind = release.items.get(grade_id)
+            if kind is None or grade_id in learner.texts:
+                continue
+            if kind == "code" and cell.get("cell_type") == "code":
+                learner.texts[grade_id] = code_text(_source(cell), release.fixed)
+            elif kind == "written" and cell.get("cell_type") == "markdown":
+                learner.texts[grade_id] = prose_text(_source(cell))
+        except Exception as err:  # noqa: BLE001 (one odd cell: that answer left out, the rest read)
+            notes.append(f"{name}: a cell could not be read ({type(err).__name__})")
+    for text in learner.texts.values():
+        for printed in release.prints["written" if text.prose else "code"]:
+            text.prints.pop(printed, None)
+    return learner, notes
+
+
+def compare(learners: dict[str, Learner], items: dict[str, str]) -> tuple[list[Pair], dict[str, dict[int, float]]]:
+    """Every pair's score per item and overall (see the module's docstring), highest first."""
+    names = sorted(learners)
+    n = len(names)
+    best = math.log((n + 1) / 2) if n > 1 else 1.0  # the weight of a fragment only one pair wrote
+    shared_total, mass_total = np.zeros((n, n)), np.zeros((n, n))
+    per_item, weights = {}, {}
+    for item in items:
+        sets = [set(learners[name].texts[item].prints) if item in learners[name].texts else set() for name in names]
+        index = {h: i for i, h in enumerate(sorted(set().union(*sets)))}
+        present = np.zeros((n, len(index)))
+        for row, prints in enumerate(sets):
+            present[row, [index[h] for h in prints]] = 1.0
+        df = present.sum(axis=0)
+        w = np.log((n + 1) / np.maximum(df, 1))
+        weights[item] = {h: float(w[i] / best) for h, i in index.items()}
+        shared = (present * w) @ present.T
+        sizes = present.sum(axis=1)
+        mass = best * (sizes[:, None] + sizes[None, :]) / 2
+        per_item[item] = np.divide(shared, mass, out=np.zeros_like(shared), where=mass > 0)
+        shared_total += shared
+        mass_total += mass
+    overall = np.divide(shared_total, mass_total, out=np.zeros_like(shared_total), where=mass_total > 0)
+    pairs = [Pair(names[i], names[j], round(min(1.0, float(overall[i, j])), 4),
+                  {item: round(min(1.0, float(per_item[item][i, j])), 4) for item in items})
+             for i in range(n) for j in range(i + 1, n)]
+    pairs.sort(key=lambda p: (-p.score, p.a, p.b))
+    return pairs, weights
+
+
+def similarity(course_dir: str | Path, chapter: Chapter) -> Result:
+    root = Path(course_dir)
+    if not root.is_dir():
+        raise ValueError(f"{root}: no such course directory (give --course-dir)")
+    release = read_release(release_notebook(root, chapter))
+    if not release.items:
+        raise ValueError(f"{chapter.assignment}: its release has no graded answer cells to compare")
+    paths, notes = find_notebooks(root, chapter)
+    if not paths:
+        raise ValueError(f"no submissions of {chapter.assignment} in {root} (looked in "
+                         + ", ".join(f"{f}/<student>/{chapter.assignment}/" for f in FOLDERS) + ")")
+    learners = {}
+    for name, path in paths.items():
+        learner, said = read_learner(name, path, release)
+        notes += said
+        if learner is not None:
+            learners[name] = learner
+    pairs, weights = compare(learners, release.items)
+    return Result(chapter, release.items, learners, pairs, weights, notes)
+
+
+def as_json(result: Result) -> list[dict]:
+    return [{"a": p.a, "b": p.b, "score": p.score, "exercises": p.exercises} for p in result.pairs]
+
+
+def _printable(name: str) -> str:
+    """A learner's folder name for a terminal: a control character (an escape sequence) shown as '?'."""
+    return "".join(c if c.isprintable() else "?" for c in name)
+
+
+def format_table(result: Result, top: int = 20) -> str:
+    items = list(result.items)
+    width = max([len("learner a")] + [len(n) for p in result.pairs[:top] for n in (p.a, p.b)])
+    lines = [f"{result.chapter.assignment}: {len(result.learners)} learners, {len(result.pairs)} pairs; "
+             f"the {min(top, len(result.pairs))} most alike (columns: {', '.join(items)})", WEIGHTING, "",
+             f"{'learner a':<{width}}  {'learner b':<{width}}  score  " + "  ".join(f"{i[:10]:>10}" for i in items)]
+    for p in result.pairs[:top]:
+        lines.append(f"{_printable(p.a):<{width}}  {_printable(p.b):<{width}}  {p.score:5.2f}  "
+                     + "  ".join(f"{p.exercises[i]:>10.2f}" for i in items))
+    return "\n".join(lines + [f"note: {_printable(n)}" for n in result.notes])
