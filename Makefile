@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab lab-zh demo lint test test-integration bench build release clean hub hub-setup
+.PHONY: setup lab lab-zh demo lint sources test test-integration bench build release clean hub hub-setup
 
 setup: $(STAMP)
 
@@ -21,21 +21,27 @@ lab: setup
 lab-zh: setup
 	$(BIN)/jupyter lab course/zh/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
-demo: setup
+demo: sources
 	$(BIN)/grader demo
 
 # ruff's linter (configured in pyproject.toml; never its formatter): `make test` runs it first.
 lint: setup
 	$(BIN)/ruff check .
 
+# The nbgrader source folders grader/source*/ are generated from chapters/, not committed: built here,
+# once, before anything reads them (only the stale ones: about a second when all are fresh, 25 s from
+# nothing). Test workers only check them (tests/conftest.py); a `grader` command builds what it lacks.
+sources: setup
+	$(BIN)/grader build --quiet
+
 # Two workers on a 2-core machine: one file's tests stay on one worker (module fixtures), and
 # the long nbgrader class run overlaps with the notebooks.
-test: setup lint
+test: setup lint sources
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m "not integration"
 
 # The class end to end on real servers (JupyterHub, PostgreSQL, a Dask cluster): minutes each, so
 # kept out of `make test` (about 30 minutes on 2 cores: 1980 tests, 27 min of pytest); .ci/run runs both.
-test-integration: setup hub-setup
+test-integration: sources hub-setup
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m integration
 
 # JupyterHub from PyPI into .venv, configurable-http-proxy from npm into .hub/ (the npm and node
@@ -60,7 +66,7 @@ $(PROXY):
 # `exec`: the hub is make's own child, so stopping make (Ctrl-C, kill) stops the hub, which stops its
 # proxy, servers and grading service.
 HUB_STATE ?= $(CURDIR)/.hub/state
-hub: hub-setup
+hub: sources hub-setup
 	mkdir -p $(HUB_STATE)/exchange && chmod 1777 $(HUB_STATE)/exchange
 	cd $(HUB_STATE) && exec env COURSE_HUB_PORT=$${HUB_PORT:-$$($(CURDIR)/$(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')} \
 	    COURSE_HUB_API_PORT=$${HUB_API_PORT:-8081} \
@@ -68,14 +74,14 @@ hub: hub-setup
 	    COURSE_HUB_AUTHENTICATOR=dummy COURSE_HUB_PASSWORD=$${HUB_PASSWORD:-try-out} \
 	    COURSE_LEARNERS=$${HUB_LEARNERS:-learner1,learner2} $(CURDIR)/$(BIN)/jupyterhub -f $(CURDIR)/deploy/jupyterhub/jupyterhub_config.py
 
-bench: setup
+bench: sources
 	$(BIN)/python benchmarks/bench.py
 
 build: setup
 	$(BIN)/grader build
 
-release: setup
+release: sources
 	$(BIN)/grader release
 
 clean:
-	rm -rf $(VENV) build .pytest_cache test-output .hub
+	rm -rf $(VENV) build .pytest_cache test-output .hub grader/source grader/source-* grader/.build.lock

@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from grader import sources
 from grader.boundary import forkserver
 from grader.boundary.confine import Limits  # no torch: a few ctypes and os calls
 from grader.chapters import CHAPTERS, Chapter, find_chapter
@@ -23,26 +24,55 @@ def _chapters(keys: list[str]):
 
 
 def cmd_build(args) -> int:
-    stale = build_mod().build(_chapters(args.chapters), check=args.check)
-    for path in stale:
-        unbuilt = "(not built:" in path  # a translation still lacking units
-        print(("not built: " + path.replace(" (not built:", " (")) if unbuilt else
-              ("stale: " if args.check else "wrote: ") + path)
-    if args.check and stale:
-        print("Generated source notebooks are out of date: run `grader build`.", file=sys.stderr)
-        return 1
-    print(f"{len(stale)} file(s) {'stale' if args.check else 'written'}")
+    chapters = _chapters(args.chapters)
+    if args.lang and not args.course_dir:
+        raise ValueError("--lang chooses a course directory's edition: give --course-dir too (grader/ holds both)")
+    if args.course_dir:
+        return _build_into(args.course_dir, chapters, args.lang or "en")
+    if args.check:  # what CI proves: the committed learner folders are what chapters/ builds and releases now
+        ready_sources(chapters)
+        return cmd_release(argparse.Namespace(chapters=args.chapters, write=False, course_dir=None, lang="all"))
+    todo = args.force or sources.stale(sources.editions(chapters))  # no nbgrader import when all are fresh
+    written = build_mod().build(chapters, force=args.force) if todo else []
+    for path in written:
+        if "(not built:" in path:  # a translation still lacking units
+            print("not built: " + path.replace(" (not built:", " ("))
+        elif not args.quiet:
+            print("wrote: " + path)
+    print(f"{len(written)} file(s) written" + ("" if todo else ": the source folders are up to date"))
     return 0
+
+
+def _build_into(course_dir: str, chapters: list[Chapter], lang: str) -> int:
+    """The source folders, as nbgrader's source/<assignment>/, in a course directory (one edition)."""
+    from grader.coursedir import CourseDir  # lazy: start-up (nbgrader)
+
+    ready_sources(chapters)
+    course = CourseDir(Path(course_dir), [c.edition(lang) for c in chapters])
+    for chapter in chapters:
+        print(f"wrote: {course.root / 'source' / chapter.assignment}")
+    print(f"{len(chapters)} source folder(s) in {course.root / 'source'} ({lang}): "
+          "`nbgrader generate_assignment NN_<name>` there releases one")
+    return 0
+
+
+def ready_sources(chapters: list[Chapter] = CHAPTERS) -> None:
+    """Build the nbgrader source folders a command reads where they are missing or stale (one line says
+    so); nothing is imported when they are fresh."""
+    if sources.stale(sources.editions(chapters)):
+        build_mod().ensure(chapters)
 
 
 def cmd_release(args) -> int:
     lang = args.lang or ("en" if args.course_dir else "all")
     langs = ("en", "zh") if lang == "all" else (lang,)
+    ready_sources(_chapters(args.chapters))
     differ = build_mod().release(_chapters(args.chapters), write=args.write, course_dir=args.course_dir, langs=langs)
     for path in differ:
         print(("updated: " if args.write else "differs from the nbgrader release: ") + path)
     if differ and not args.write:
-        print("course/ is not what nbgrader releases: run `grader build && grader release --write`.",
+        print("course/ is not what nbgrader releases from chapters/ now: run `grader release --write` and commit "
+              "course/.",
               file=sys.stderr)
         return 1
     print("release matches course/" if not differ else f"{len(differ)} learner file(s) updated")
@@ -74,6 +104,7 @@ def cmd_translate(args) -> int:
 
 
 def cmd_grade(args) -> int:
+    ready_sources()
     forkserver.start()  # it imports torch while this process imports nbgrader
     from grader.classroom.grading import format_table, grade_paths  # lazy: start-up
 
@@ -90,6 +121,7 @@ def cmd_autograde(args) -> int:
     from grader.classroom.term import load_term  # lazy: start-up
 
     term = load_term(args.course_dir, args.term, args.submitted_at)  # a bad term file stops before grading
+    ready_sources()
     forkserver.start()
     from grader.classroom.grading import autograde_class  # lazy: start-up
 
@@ -126,6 +158,7 @@ def cmd_serve(args) -> int:
         print(f"grader serve: the hub that started it (pid {args.hub_pid}) has ended", file=sys.stderr)
         return 1
     load_term(args.course_dir)  # a bad term.toml stops the service before it grades anything
+    ready_sources()  # built once: after a `git pull`, run `grader build` and restart the service
     forkserver.start()
     from grader.classroom.grading import _pool  # lazy: start-up
     from grader.classroom.onsubmit import Service  # lazy: start-up
@@ -144,6 +177,7 @@ def cmd_regrade(args) -> int:
     from grader.classroom.regrade import format_changes, regrade, undo  # lazy: start-up
 
     chapter = find_chapter(args.chapter)
+    ready_sources([chapter])
     if args.undo:
         print(format_changes(undo(args.course_dir, chapter, db_url=args.db), chapter))
         return 0
@@ -213,6 +247,7 @@ def _sandbox_options(p) -> None:
 def cmd_demo(args) -> int:
     from grader.authoring.demo import run_demo  # lazy: start-up
 
+    ready_sources(_chapters(args.chapters))
     return run_demo(args.course_dir, chapters=_chapters(args.chapters))
 
 
@@ -238,9 +273,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="grader", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("build", help="generate the nbgrader source notebooks")
+    p = sub.add_parser("build", help="generate the nbgrader source folders grader/source*/ (not committed)")
     p.add_argument("chapters", nargs="*")
-    p.add_argument("--check", action="store_true", help="only report stale files (exit 1 if any)")
+    p.add_argument("--check", action="store_true",
+                   help="build, then check that the committed learner folders course/ are what nbgrader releases "
+                   "(exit 1 if not; what CI runs)")
+    p.add_argument("--force", action="store_true", help="rebuild every folder, not only the stale ones")
+    p.add_argument("--quiet", "-q", action="store_true", help="print the count only")
+    p.add_argument("--course-dir", default=None,
+                   help="write the source folders into this nbgrader course directory's source/ (and its "
+                   "nbgrader_config.py) instead")
+    p.add_argument("--lang", choices=["en", "zh"], default=None, help="the edition, with --course-dir (default: en)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("release", help="nbgrader generate_assignment; compare with course/")

@@ -16,6 +16,7 @@ from pathlib import Path
 import nbgrader
 
 from course.toolkit import GRADING_ENV
+from grader import sources
 from grader.chapters import Chapter
 
 COURSE_ID = "transformers-from-scratch"  # nbgrader's course id: the exchange's folder of this course
@@ -124,6 +125,7 @@ class CourseDir:
                                         hand_grades=str(self.root / "hand-grades"),
                                         timeout=timeout, code_stub=code_stub, text_stub=text_stub).encode())
         for chapter in chapters:
+            sources.require(chapter)  # generated, not committed: the CLI builds it first (grader.sources)
             sync_folder(chapter.source_dir, self.root / "source" / chapter.assignment)
 
     def nbgrader(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -16,6 +16,18 @@ THIRD_PARTY = ("torch", "matplotlib", "seaborn", "tqdm", "ipywidgets", "ipykerne
 OURS = ("course", "solutions", "grader")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def built_sources():
+    """The nbgrader source folders grader/source*/ are generated, not committed: `make test` builds them
+    once before pytest starts (`grader build`); the tests only check, since two workers would build at once."""
+    from grader import sources
+
+    stale = sources.stale(sources.editions())
+    if stale:
+        pytest.fail(f"{len(stale)} nbgrader source folder(s) missing or out of date, e.g. {stale[0].source_dir}: "
+                    "run `.venv/bin/grader build` (make test does) before pytest", pytrace=False)
+
+
 @dataclass
 class Standalone:
     python: Path

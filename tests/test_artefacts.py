@@ -1,5 +1,7 @@
 """Invariants 1 and 2: the build goes one way (chapters/ -> grader/source/ -> course/), and both
-generated layers are what the build and nbgrader's release make of the text sources now."""
+generated layers are what the build and nbgrader's release make of the text sources now: the source
+folders, built by this very run (`make test` runs `grader build` first; they are not committed), and the
+committed learner folders course/, which must be what nbgrader releases from them."""
 import jupytext
 import pytest
 
@@ -11,7 +13,9 @@ from grader.chapters import CHAPTERS, LANGUAGES, REPO
 
 
 def test_source_notebooks_are_fresh():
-    assert build(CHAPTERS, check=True) == [], "run `grader build` and commit the result"
+    # Every folder compared, whatever its stamp says (grader.sources): a stamp that missed an input the
+    # build reads would leave a stale folder that the other tests then read.
+    assert build(CHAPTERS, check=True) == [], "run `grader build --force`, and say which input the stamp missed"
 
 
 def test_generated_data_is_fresh():
@@ -53,13 +57,13 @@ def test_nothing_generated_lives_among_the_authored_files():
 
 
 def test_release_is_the_learner_notebook():
-    assert release(CHAPTERS) == [], "run `grader build && grader release --write` and commit"
+    assert release(CHAPTERS) == [], "run `grader release --write` and commit course/"
 
 
 def test_release_carries_no_solutions_or_hidden_tests():
     # Importing earlier chapters' reference pieces is fine; this chapter's own reference is not.
     for chapter in CHAPTERS + [c.edition(lang) for lang in LANGUAGES for c in CHAPTERS]:
-        assert chapter.course_notebook.is_file(), f"{chapter.course_dir}: no release (grader build, release --write)"
+        assert chapter.course_notebook.is_file(), f"{chapter.course_dir}: no release (grader release --write)"
         for rel, path in folder_files(chapter.course_dir).items():
             if path.suffix not in (".py", ".ipynb", ".md", ".txt"):
                 continue

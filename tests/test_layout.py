@@ -41,7 +41,7 @@ def _name(path: Path) -> str:
 
 def _modules() -> dict[str, Path]:
     return {_name(p): p for p in sorted(PACKAGE.rglob("*.py"))
-            if "source" not in p.relative_to(PACKAGE).parts and "__pycache__" not in p.parts}
+            if not p.relative_to(PACKAGE).parts[0].startswith("source") and "__pycache__" not in p.parts}
 
 
 def _targets(node: ast.Import | ast.ImportFrom, here: str, is_package: bool, known: dict) -> set[str]:

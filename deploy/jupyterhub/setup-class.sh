@@ -58,6 +58,8 @@ for learner in "${LEARNERS[@]}"; do
     chmod 0700 "$(home_of "$learner")"
 done
 
+# The nbgrader source folders are generated, not committed: built while the repository is still writable.
+"$REPO/.venv/bin/grader" build --quiet >/dev/null || fail "grader build failed (the source folders under $REPO/grader)"
 # The repository: the answers, rubrics and hidden tests, and the environment that imports them.
 chgrp -R "$STAFF" "$REPO"
 chmod -R g+rX,o-rwx "$REPO"

@@ -6,6 +6,8 @@ marked); grader/boundary/specs holds the hidden tests; grader/rubrics the writte
 joins them into the nbgrader source folder grader/source/NN_<name>/, with the chapter's figures and
 data and what the folder must carry to stand on its own (grader.authoring.bundle); `release` runs
 nbgrader's own `generate_assignment` on it, and the result is the learner's folder course/NN_<name>/.
+Only the learner folders are committed; the source folders are built where they are read (`ensure`),
+and the stamps of grader.sources say which are stale.
 """
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ import ast
 import contextlib
 import filecmp
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import nbformat
 
+from grader import sources
 from grader.authoring import figures, glossary, i18n
 from grader.authoring.bundle import folder_files, support_files
 from grader.authoring.corpus import generated_files
@@ -165,23 +169,45 @@ def source_files(chapter: Chapter) -> dict[str, bytes]:
     return dict(sorted(wanted.items()))
 
 
-def build(chapters: list[Chapter], check: bool = False) -> list[str]:
+def build(chapters: list[Chapter], check: bool = False, force: bool = False) -> list[str]:
     """Generate (or, with check, compare) each chapter's nbgrader source folders, English and
-    translated; return the stale paths. A translation that lacks units is not written: it is
-    reported stale, with the number of units `grader translate --check` lists."""
+    translated, where they are stale (grader.sources: missing, or built from other inputs than the
+    repository holds now; every one with force or check); return the stale paths. A translation that
+    lacks units is not written: it is reported stale, with the number of units `grader translate
+    --check` lists."""
     stale = []
-    for chapter in chapters:
-        stale += _sync(chapter.source_dir, source_files(chapter), [], check)
-        for lang in i18n.LANGUAGES:
-            edition = chapter.edition(lang)
-            try:
-                wanted = source_files(edition)
-            except i18n.IncompleteTranslation as err:
-                stale.append(f"{edition.source_dir} (not built:{len(err.problems)} translation unit(s) to do, "
-                             f"`grader translate --check {chapter.number} --lang {lang}`)")
-                continue
-            stale += _sync(edition.source_dir, wanted, [], check)
+    digest = sources.inputs_digest()
+    wanted_editions = sources.editions(chapters)
+    for edition in wanted_editions if force or check else sources.stale(wanted_editions, digest):
+        try:
+            wanted = source_files(edition)
+        except i18n.IncompleteTranslation as err:
+            stale.append(f"{edition.source_dir} (not built:{len(err.problems)} translation unit(s) to do, "
+                         f"`grader translate --check {edition.number} --lang {edition.lang}`)")
+            continue
+        stale += _sync(edition.source_dir, wanted, [], check)
+        if not check:
+            sources.record(edition, digest)
     return stale
+
+
+def ensure(chapters: list[Chapter]) -> None:
+    """Build the chapters' stale source folders before a command reads them, saying so in one line:
+    they are generated, not committed (a fresh clone has none; a `git pull` can leave them old)."""
+    if not sources.can_build():
+        for edition in sources.editions(chapters):
+            sources.require(edition)
+        return
+    try:
+        with sources.building():  # a second grader waits here, then finds them fresh
+            todo = sources.stale(sources.editions(chapters))
+            if todo:
+                print(f"grader: building {len(todo)} nbgrader source folder(s) under grader/ from chapters/ "
+                      "(missing or out of date; `grader build` does this) ...", file=sys.stderr, flush=True)
+                build(chapters)
+    except PermissionError as err:
+        raise ValueError(f"cannot write the nbgrader source folders ({err}): run `grader build` as the "
+                         "repository's owner (deploy/jupyterhub/setup-class.sh does)") from None
 
 
 def release(chapters: list[Chapter], write: bool = False, course_dir: str | Path | None = None,

@@ -46,7 +46,8 @@ def grader_digest() -> str:
     """The grading code a process would use: the grader package (hidden specs included, the nbgrader
     source notebooks not: releases travel with each batch) and the reference solutions it imports."""
     digest = hashlib.sha256()
-    files = [p for p in (REPO / "grader").rglob("*.py") if "source" not in p.relative_to(REPO / "grader").parts[:1]]
+    files = [p for p in (REPO / "grader").rglob("*.py")
+             if not p.relative_to(REPO / "grader").parts[0].startswith("source")]  # source/, source-zh/
     for path in sorted(files + list((REPO / "solutions").rglob("*.py"))):
         if "__pycache__" not in path.parts:
             digest.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes())
