@@ -112,3 +112,35 @@ def test_an_extension_and_an_accommodations_due_date_for_one_learner_are_one_too
     (tmp_path / "extensions.csv").write_text("student,chapter,due\nlearner7,02,2026-11-25T23:59:00Z\n")
     with pytest.raises(ValueError, match="both an extension and an accommodation's due date"):
         _term(tmp_path, 'extensions = "extensions.csv"\n' + TERM)
+
+
+def test_a_learners_own_time_limit_grades_them_in_a_batch_of_their_own(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from grader.boundary.confine import Limits
+    from grader.classroom import onsubmit
+
+    (tmp_path / "term.toml").write_text('[on_submit]\nchapters = ["02"]\ntime_limit_seconds = 100\n'
+                                        '[accommodations.learner7]\n"02" = { time_limit_seconds = 600 }\n')
+    service = onsubmit.Service(tmp_path, tmp_path / "exchange", SimpleNamespace(limits=Limits()))
+    for student in ("learner7", "ada", "bea"):
+        service.ledger.put(Entry(id=f"{student}+{CHAPTER.assignment}+1", student=student,
+                                 assignment=CHAPTER.assignment, submitted_at="2026-11-18T12:00:00+00:00",
+                                 seen_at="2026-11-18T12:00:00+00:00", status=QUEUED))
+    batches = []
+    monkeypatch.setattr(service, "_grade", lambda assignment, entries, term, score_only:
+                        batches.append(sorted(e.student for e in entries)) or [])
+    service.step()
+    assert sorted(batches) == [["ada", "bea"], ["learner7"]]
+    limits = []
+
+    def autograde(pool, *args, **kwargs):
+        limits.append((kwargs["feedback_for"], pool.limits.submission_seconds))
+        return None, []
+
+    monkeypatch.setattr(onsubmit, "autograde_with", autograde)
+    term = service.term()
+    for students in (["learner7"], ["ada", "bea"]):
+        service._autograde(CHAPTER, [service.ledger.entries[f"{s}+{CHAPTER.assignment}+1"] for s in students],
+                           term, False)
+    assert limits == [(["learner7"], 600), (["ada", "bea"], 100)]

@@ -30,9 +30,11 @@ from grader.classroom.visibility import learner_view, policy_for
 
 STRICT_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
               "form-action 'none'; frame-ancestors 'none'")
-# the learner page and the class page post forms to the service itself; still no script
-FORMS_CSP = ("sandbox allow-forms; default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
-             "form-action 'self'; frame-ancestors 'none'")
+# The learner page and the class page post forms to the service itself; still no script. allow-same-origin:
+# a sandbox's opaque origin makes its form's POST cross-site, which carries no SameSite=Lax cookie (the
+# hub's login, the XSRF token's); without allow-scripts it gives no script anything (none runs).
+FORMS_CSP = ("sandbox allow-forms allow-same-origin; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+             "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 HEADERS = {
     "Content-Security-Policy": STRICT_CSP,
     "X-Content-Type-Options": "nosniff",
@@ -216,7 +218,8 @@ def application(service, instructors: set[str], graders: set[str], auth: HubOAut
         (url_path_join(prefix, r"requests/([0-9a-f]{16})/answer"), Answer, options),
         (url_path_join(prefix, "api/requests"), RequestsJSON, options),
         (url_path_join(prefix, "oauth_callback"), Callback, {"hub_auth": auth}),
-    ], cookie_secret=os.urandom(32), login_url=auth.login_url, xsrf_cookies=True)
+    ], cookie_secret=os.urandom(32), login_url=auth.login_url, xsrf_cookies=True,
+        xsrf_cookie_kwargs={"samesite": "Lax"})  # as a browser treats the hub's login cookie after 2 minutes
 
 
 def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = None,
