@@ -243,6 +243,12 @@ def test_a_request_travels_from_the_learner_page_to_the_staff_and_back(site):
     user["name"] = "mal"
     page = learner.get("/").read().decode()
     assert "declined" in page and "the check is right" in page and "&lt;b&gt;the mean&lt;/b&gt;" in page
+    assert 'action="/requests"' in page  # one of the chapter's two requests left (term.toml: per_chapter = 2)
+    token = learner.xsrf()
+    assert learner.post("/requests", key=mine.key, item="test_scores", note="and this", _xsrf=token).status == 303
+    assert 'action="/requests"' not in learner.get("/").read().decode()  # none left: no form
+    assert status_of(lambda: learner.post("/requests", key=mine.key, item="test_scores", note="again",
+                                          _xsrf=token)) == 400
 
 
 def test_staff_and_forms_have_their_own_policy_headers_and_learners_keep_theirs(site):
@@ -279,3 +285,27 @@ def test_grader_requests_lists_them_for_the_terminal_without_the_learners_contro
     assert main(["requests", "--course-dir", str(tmp_path), "--json"]) == 0
     [listed] = json.loads(capsys.readouterr().out)
     assert (listed["status"], listed["answered_by"], listed["note"]) == ("accepted", "ta1", asked.note)
+
+
+def test_points_go_to_the_attempt_the_gradebook_holds_only(site, monkeypatch):
+    from grader.classroom import onsubmit_web
+
+    svc, base, user = site
+    older, counted = _entry(tag="older"), _entry(tag="counted", counted=True)
+    _put(svc, older, counted)
+    book = Requests(svc.course_dir)
+    first = book.ask(older, "mal", "test_softmax", "look")
+    second = book.ask(counted, "mal", "test_softmax", "look again")
+    scored = []
+    monkeypatch.setattr(onsubmit_web, "hand_score", lambda *args: scored.append(args[1:5]) or [])
+    user["name"] = "prof"
+    staff = Client(base, user)
+    token = staff.xsrf("/class")
+    answer = f"/requests/{first.id}/answer"
+    assert status_of(lambda: staff.post(answer, decision="accept", points="2", reason="", _xsrf=token)) == 400
+    assert status_of(lambda: staff.post(answer, decision="accept", points="nan", reason="", _xsrf=token)) == 400
+    assert scored == [] and Requests(svc.course_dir).of()[0].status == OPEN
+    assert staff.post(f"/requests/{second.id}/answer", decision="accept", points="2", reason="ok",
+                      _xsrf=token).status == 303
+    assert scored == [("mal", CHAPTER.assignment, "test_softmax", 2.0)]
+    assert [r.answered_by for r in Requests(svc.course_dir).of()] == ["", "prof"]

@@ -13,6 +13,7 @@ from grader.chapters import CHAPTERS
 from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, Entry, Ledger, now
 from grader.classroom.phrasebook import Phrasebook, phrasebook
 from grader.classroom.requests import NOTE_LIMIT, OPEN, items_of
+from grader.classroom.submitpolicy import PER_CHAPTER
 from grader.classroom.visibility import Check, LearnerView, Policy, learner_view, policy_for
 
 # What a learner's page says of each status, in their language (the class's page keeps the status names).
@@ -130,13 +131,17 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
     def say(text: str, **values) -> str:
         return escape(book.say(text, **values))
 
-    rows, totals = [], totals or {}
+    rows, totals, requests = [], totals or {}, requests or []
+    allowed = term.requests_per_chapter if term is not None else PER_CHAPTER
+    asked = {a: sum(r.assignment == a for r in requests) for a in {e.assignment for e in entries}}
     for entry in entries:
         view = learner_view(entry, policy_for(term, entry), now(), totals.get((entry.student, entry.assignment)))
         link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if view.feedback else "")
         status = say(STATUS.get(entry.status, entry.status))
         score = _score(view, book)
-        ask = _ask_form(entry, items_of(entry, totals.get((entry.student, entry.assignment))), base, xsrf, say)
+        may_ask = asked[entry.assignment] < allowed  # a form only while the chapter's requests last
+        ask = _ask_form(entry, items_of(entry, totals.get((entry.student, entry.assignment))), base, xsrf, say) \
+            if may_ask else ""
         rows.append(f'<tr class="{entry.status}"><td>{escape(entry.assignment)}</td>'
                     f"<td>{_when(entry.submitted_at)}</td>"
                     f'<td class="{entry.status}">{status}</td><td>{escape(score)}</td>'
@@ -150,7 +155,7 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
     return page(book.say(shown("Your submissions")),
                 f"<h1>{say(shown('Your submissions, {student}'), student=student)}</h1>{table}"
                 f"<p>{say(shown('Your feedback also arrives through Fetch Feedback in the Assignments panel.'))}</p>"
-                + _my_requests(requests or [], book) + more)
+                + _my_requests(requests, book) + more)
 
 
 def batch_key(student: str, assignment: str) -> str:

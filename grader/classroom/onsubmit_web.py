@@ -183,6 +183,10 @@ class Answer(Page):
             late = term.policy if term else None
 
             def apply(request, score):
+                asked = next((e for e in self.service.ledger.of(request.student) if e.key == request.key), None)
+                if asked is not None and not asked.counted:  # the gradebook holds another attempt
+                    raise ValueError(f"the request is about an attempt the gradebook does not hold ({asked.id}): "
+                                     "decline it, or accept it without points")
                 return hand_score(self.service.course_dir, request.student, request.assignment, request.item, score,
                                   late)
 
