@@ -20,7 +20,8 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.chapters import find_chapter
-from grader.classroom.ledger import FAILED, GRADED, Entry
+from grader.classroom.ledger import FAILED, GRADED, Entry, Ledger
+from grader.classroom.phrasebook import phrasebook
 from grader.classroom.requests import ACCEPTED, DECLINED, OPEN, Requests, hand_score, items_of
 from grader.classroom.total import AUTOMATIC, Part, Total, chapter_total
 from grader.classroom.total import GRADED as HAND_GRADED
@@ -309,3 +310,20 @@ def test_points_go_to_the_attempt_the_gradebook_holds_only(site, monkeypatch):
                       _xsrf=token).status == 303
     assert scored == [("mal", CHAPTER.assignment, "test_softmax", 2.0)]
     assert [r.answered_by for r in Requests(svc.course_dir).of()] == ["", "prof"]
+
+
+def test_a_chinese_learner_page_asks_and_answers_in_chinese(tmp_path):
+    from grader.classroom.onsubmit_pages import learner_page
+
+    ledger = Ledger(tmp_path)
+    entry = _entry(lang="zh", graded_at="2026-11-20T10:05:00+00:00")
+    ledger.put(entry)
+    book = Requests(tmp_path)
+    asked = book.ask(entry, "mal", "test_softmax", "<i>why</i>")
+    book.answer(asked.id, "accept", "right", by="ta1", points=2.0, apply=lambda request, points: [])
+    page = learner_page(ledger, "mal", "/", requests=book.of("mal"), xsrf='<input name="_xsrf" value="t">')
+    assert "申请复查评分" in page and "你的复查申请" in page and "已接受" in page and "（新分数：2）" in page
+    assert "&lt;i&gt;why&lt;/i&gt;" in page and "<i>" not in page
+    with pytest.raises(ValueError) as refused:
+        book.ask(entry, "mal", "test_softmax", "x" * 3000)
+    assert phrasebook("zh").text(str(refused.value)) == "说明太长：最多 2000 个字符"

@@ -16,6 +16,7 @@ environment has it) and the learners in nbgrader's gradebook (everyone graded, a
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -95,7 +96,7 @@ def class_roster(course_dir: str | Path) -> set[str]:
     if path is not None:  # read-only: the service reads term.toml every round
         if not path.is_file():
             return learners
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as db:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)) as db:
             try:
                 return learners | {row[0] for row in db.execute("SELECT id FROM student")}
             except sqlite3.OperationalError:  # no tables yet
