@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from jupyterhub.services.auth import HubOAuth
 from nbgrader.api import Gradebook
 
 from grader.chapters import find_chapter
@@ -173,15 +174,14 @@ def status_of(call) -> int:
 @pytest.fixture
 def site(tmp_path, monkeypatch):
     """The service's own application (onsubmit_web.application) on a free port; the login: `user["name"]`."""
-    from jupyterhub.services.auth import HubOAuth
-
     from grader.classroom import onsubmit_web
     from tests.adversarial.test_pages import Service
 
     user = {"name": "mal"}
     monkeypatch.setattr(onsubmit_web.Page, "get_current_user", lambda self: dict(user))
     svc = Service(tmp_path, "[requests]\nper_chapter = 2\n")
-    app = onsubmit_web.application(svc, {"prof"}, {"ta1"}, HubOAuth(api_token="test", cache_max_age=60), "/")
+    auth = HubOAuth(api_token="test", oauth_client_id="service-grading", cache_max_age=60)  # its login cookie's name
+    app = onsubmit_web.application(svc, {"prof"}, {"ta1"}, auth, "/")
     loop, port, ready = asyncio.new_event_loop(), free_port(), threading.Event()
 
     def run():
@@ -327,3 +327,21 @@ def test_a_chinese_learner_page_asks_and_answers_in_chinese(tmp_path):
     with pytest.raises(ValueError) as refused:
         book.ask(entry, "mal", "test_softmax", "x" * 3000)
     assert phrasebook("zh").text(str(refused.value)) == "说明太长：最多 2000 个字符"
+
+
+def test_a_script_with_the_hubs_api_token_posts_without_a_form_token(site):
+    svc, base, user = site
+    entry = _entry(tag="script")
+    _put(svc, entry)
+    fields = urllib.parse.urlencode({"key": entry.key, "item": "test_softmax", "note": "from a script"}).encode()
+
+    def post(authorization: str, cookie: str = "") -> int:
+        headers = {"Authorization": authorization, **({"Cookie": cookie} if cookie else {})}
+        request = urllib.request.Request(f"{base}/requests", data=fields, headers=headers)
+        return status_of(lambda: urllib.request.build_opener(NoRedirect).open(request, timeout=20))
+
+    assert post("Basic bWFsOnB3") == 403  # a browser's own header does not pass for a token
+    # with a login cookie the hub would fall back on, a browser's rules: the form's token
+    assert post("token 0123abcd", cookie="service-grading=x") == 403
+    assert post("token 0123abcd") == 303  # the login is the token's (here: the test's fixed user)
+    assert [r.note for r in Requests(svc.course_dir).of("mal")] == ["from a script"]

@@ -70,6 +70,17 @@ class Page(HubOAuthenticated, Strict):
     def requests(self) -> Requests:
         return Requests(self.service.course_dir)
 
+    def check_xsrf_cookie(self):
+        """Every POST of a browser carries its form's XSRF token. A script's request that carries the hub's
+        API token (`Authorization: token ...`) and no login cookie is exempt, as in the hub itself: no browser
+        adds that header to a forged form, and with no cookie to fall back on, a wrong token logs nobody in
+        (@web.authenticated refuses the POST)."""
+        token = self.request.headers.get("Authorization", "").lower().startswith(("token ", "bearer "))
+        login = self.hub_auth.cookie_name  # the hub's OAuth client id ("" unconfigured: no exemption)
+        if token and login and login not in self.request.cookies:
+            return None
+        return super().check_xsrf_cookie()
+
     @property
     def base(self) -> str:
         return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
