@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab lab-zh demo lint test test-integration bench build release clean hub hub-setup
+.PHONY: setup lab lab-zh demo lint test test-integration bench build release site clean hub hub-setup
 
 setup: $(STAMP)
 
@@ -77,5 +77,11 @@ build: setup
 release: setup
 	$(BIN)/grader release
 
+# The course as a static website, offline (grader.website): site/_build/html/ (English; zh/ the Chinese
+# edition). The reference runs that draw the demo cells' plots are cached in site/_cache/ by content: a
+# fresh build runs all 18 notebooks (SITE_JOBS at a time, default 2), a rebuild only what changed.
+site: setup
+	$(BIN)/python -m grader.website
+
 clean:
-	rm -rf $(VENV) build .pytest_cache test-output .hub
+	rm -rf $(VENV) build .pytest_cache test-output .hub site

@@ -1,0 +1,5 @@
+import sys
+
+from grader.website.build import main
+
+sys.exit(main())
