@@ -61,4 +61,9 @@ def reference_runs(chapters: list[Chapter], jobs: int | None = None, log=print) 
                 chapter, (_, seconds) = runs[done], done.result()
                 log(f"  ran {chapter.lang}/{chapter.assignment} in {seconds:.0f} s")
         log(f"reference runs: {time.perf_counter() - start:.0f} s")
-    return {c: cached_path(c) for c in chapters}
+    kept = {c: cached_path(c) for c in chapters}
+    for chapter, path in kept.items():  # the runs of a chapter's earlier contents are of no more use
+        for stale in CACHE.glob(f"{chapter.lang}-{chapter.assignment}-*.ipynb"):
+            if stale != path:
+                stale.unlink()
+    return kept
