@@ -27,6 +27,7 @@ from grader.website import build, pages
 from tests.test_browser import OUTPUT, Page, require_browser, wait_for
 
 SCREENSHOTS = ("index.html", f"{CHAPTERS[0].assignment}/{CHAPTERS[0].name}.html")  # into test-output/browser/
+SEARCHES = (("search.html", "softmax"), ("zh/search.html", "注意力"))  # each finds chapter pages
 CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 LATIN_WORD = re.compile(r"[A-Za-z]+")  # a CJK character is about a word: compared with words, not letters
 
@@ -195,9 +196,9 @@ def visits(site, tmp_path_factory):
     return visit(executable, site, built_pages(site), tmp_path_factory.mktemp("site-browser"))
 
 
-def visit(executable: str, site: Path, paths: list[Path], home: Path) -> tuple[str, dict]:
+def visit(executable: str, site: Path, paths: list[Path], home: Path) -> tuple[str, dict, dict]:
     """The pages as Chromium drew them: the server's URL, {path relative to the site: what INSPECT found,
-    the console errors, the requests to another host}."""
+    the console errors, the requests to another host}, and {search page and query: the results' titles}."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
@@ -232,6 +233,15 @@ def visit(executable: str, site: Path, paths: list[Path], home: Path) -> tuple[s
             found[relative] = facts
             if relative.removeprefix("zh/") in SCREENSHOTS:
                 page.screenshot(OUTPUT / relative.replace("/", "-").replace(".html", ".png"))
+        searches = {}
+        for where, query in SEARCHES:
+            page.send("Page.navigate", url=f"{base}{where}?q={urllib.parse.quote(query)}")
+            try:
+                searches[where, query] = wait_for(lambda: page.js(
+                    "[...document.querySelectorAll('#search-results li a')].map(a => a.textContent)"), 30,
+                    f"{where} to find {query!r}")
+            except AssertionError:
+                searches[where, query] = []  # the search test says so; the page tests still run
         page.ws.close()
     finally:
         server.shutdown()
@@ -240,11 +250,11 @@ def visit(executable: str, site: Path, paths: list[Path], home: Path) -> tuple[s
             chrome.wait(timeout=20)
         except subprocess.TimeoutExpired:
             chrome.kill()
-    return base, found
+    return base, found, searches
 
 
 def test_every_page_loads_without_a_console_error_or_a_request_elsewhere(visits):
-    _, found = visits
+    _, found, _ = visits
     assert len(found) >= 2 * (len(CHAPTERS) + 3)  # two editions: chapters, index, glossary, search at least
     bad = {page: facts["errors"][:2] for page, facts in found.items() if facts["errors"]}
     assert not bad, bad
@@ -253,7 +263,7 @@ def test_every_page_loads_without_a_console_error_or_a_request_elsewhere(visits)
 
 
 def test_every_image_loads(visits):
-    _, found = visits
+    _, found, _ = visits
     broken = {page: [i["src"] for i in facts["images"] if not i["width"]] for page, facts in found.items()}
     broken = {page: sources for page, sources in broken.items() if sources}
     assert not broken, broken
@@ -262,7 +272,7 @@ def test_every_image_loads(visits):
 
 
 def test_the_maths_is_typeset_offline(visits):
-    _, found = visits
+    _, found, _ = visits
     for lang in ("en", *LANGUAGES):
         for chapter in CHAPTERS[:2]:
             name = f"{'' if lang == 'en' else lang + '/'}{chapter.assignment}/{chapter.name}.html"
@@ -273,7 +283,7 @@ def test_the_maths_is_typeset_offline(visits):
 
 
 def test_every_internal_link_resolves_to_a_built_file(site, visits):
-    base, found = visits
+    base, found, _ = visits
     missing = set()
     for page, facts in found.items():
         for link in facts["links"]:
@@ -289,7 +299,7 @@ def test_every_internal_link_resolves_to_a_built_file(site, visits):
 
 
 def test_the_language_switch_leads_to_the_same_page(visits):
-    base, found = visits
+    base, found, _ = visits
     switched = 0
     for page, facts in found.items():
         if page.split("/")[-1] in ("genindex.html", "search.html"):
@@ -304,7 +314,7 @@ def test_the_language_switch_leads_to_the_same_page(visits):
 
 
 def test_the_chinese_pages_are_chinese(visits):
-    _, found = visits
+    _, found, _ = visits
     for page, facts in found.items():
         if page.split("/")[0] not in LANGUAGES or page.split("/")[-1] in ("genindex.html", "search.html"):
             continue
@@ -323,3 +333,21 @@ def test_the_switch_link_is_relative_to_the_page():
     assert counterpart_url("index", "en", both) == "zh/index.html"
     assert counterpart_url("01_a/a", "zh", both) == "../../01_a/a.html"
     assert counterpart_url("guides/extra", "zh", lambda lang, page: False) == "../../index.html"
+
+
+def test_search_finds_the_chapters_in_both_languages(visits):
+    _, _, searches = visits
+    for (where, query), titles in searches.items():
+        assert len(titles) >= 3, (where, query, titles)
+
+
+def test_no_markdown_is_left_unrendered(visits):
+    _, found, _ = visits
+    stars = {page: facts["prose"][max(0, facts["prose"].find("**") - 30):][:60] for page, facts in found.items()
+             if "**" in facts["prose"]}
+    assert not stars, stars
+
+
+def test_cjk_bold_closes_after_chinese_punctuation():
+    assert pages.cjk_bold("**如何完成练习。**把每个") == "**如何完成练习**。把每个"
+    assert pages.cjk_bold("**带宽**（b） x ** 2") == "**带宽**（b） x ** 2"

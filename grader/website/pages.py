@@ -22,6 +22,7 @@ EXTRA = "_extra"
 # Outputs the site shows: no widget (its state and scripts would come from a CDN), no stderr (warnings).
 SHOWN_MIME = ("image/png", "image/svg+xml", "image/jpeg", "text/html", "text/latex", "text/markdown", "text/plain")
 MARKDOWN_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+CJK_PUNCTUATION = set("。，、；：！？）」』》”")
 CHECK_CALL = re.compile(r"^\s*checks\.check_\w+\(", re.MULTILINE)
 
 TEXT = {
@@ -51,6 +52,19 @@ TEXT = {
 }
 
 
+def cjk_bold(text: str) -> str:
+    """`**要点。**后文`: CommonMark does not close a `**` that follows punctuation and precedes a letter, so the
+    page would show the stars (JupyterLab's renderer closes it). The punctuation moves out of the bold."""
+    lines = []
+    for line in text.split("\n"):
+        parts = line.split("**")
+        for inside in range(1, len(parts) - 1, 2):
+            if parts[inside][-1:] in CJK_PUNCTUATION and parts[inside + 1][:1] not in ("", " "):
+                parts[inside], parts[inside + 1] = parts[inside][:-1], parts[inside][-1] + parts[inside + 1]
+        lines.append("**".join(parts))
+    return "\n".join(lines)
+
+
 def shows_output(cell) -> bool:
     """A demo cell: code that is not an exercise (solution), not a test, and not an exercise's check."""
     meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -73,7 +87,7 @@ def _shown(output):
 
 def learner_page(chapter: Chapter, reference: Path, lang: str) -> nbformat.NotebookNode:
     """The release notebook (what the learner opens), with the reference run's outputs on demo cells,
-    the chapter's download and how to open it on a hub at the top."""
+    the chapter's download and how to open it on a hub under its title."""
     nb = nbformat.read(chapter.course_notebook, as_version=4)
     ran = {c.get("id"): c for c in nbformat.read(reference, as_version=4).cells}
     for cell in nb.cells:
@@ -83,13 +97,17 @@ def learner_page(chapter: Chapter, reference: Path, lang: str) -> nbformat.Noteb
             if shows_output(cell) and source_cell is not None and source_cell.source == cell.source:
                 cell.outputs = [o for o in map(_shown, source_cell.get("outputs", [])) if o is not None]
         elif cell.cell_type == "markdown":
-            cell.source = cell.source.replace(f"]({glossary.FILE})", "](../glossary.md)")
+            cell.source = cjk_bold(cell.source.replace(f"]({glossary.FILE})", "](../glossary.md)"))
     nb.metadata.pop("widgets", None)
     text = TEXT[lang]
     download = (f'<p class="chapter-download"><a href="../downloads/{chapter.assignment}.zip" download>'
                 f'{text["download"].format(name=chapter.assignment)}</a></p>\n\n{text["hub"]}')
-    heading = 1 if nb.cells and nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ") else 0
-    nb.cells.insert(heading, nbformat.v4.new_markdown_cell(download))
+    first = nb.cells[0] if nb.cells and nb.cells[0].cell_type == "markdown" else None
+    if first is not None and first.source.startswith("# "):  # right under the chapter's title
+        title, _, rest = first.source.partition("\n")
+        first.source = f"{title}\n\n{download}\n\n{rest}"
+    else:
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(download))
     return nb
 
 
