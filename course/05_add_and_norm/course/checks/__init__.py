@@ -10,7 +10,7 @@ check run on an exercise that still raises NotImplementedError says "not impleme
 
 Every message a learner reads is written here and in the chapter modules as `tr("template with {fields}",
 fields=...)` (from `course`): English in the repository and in an English chapter folder, the
-translation in a translated one (README: The Chinese edition).
+translation in a translated one (guides/maintaining.md: The Chinese edition).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Every message a learner reads from this package (a public check's hint, a helper
 written where it is made as `tr("english template with {fields}", fields=...)`. In a translated
 chapter folder `grader build` puts `course/messages.json` beside this file ({"lang": ..., "messages":
 {english template: translated template}}); everywhere else (the repository, an English folder) there
-is no such file and `tr` gives the English. README: The Chinese edition.
+is no such file and `tr` gives the English. guides/maintaining.md: The Chinese edition.
 """
 from __future__ import annotations
 
