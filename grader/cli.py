@@ -209,7 +209,7 @@ def cmd_regrade(args) -> int:
     try:
         rows = regrade(args.course_dir, chapter, term=term, never_lower=args.never_lower, jobs=args.jobs,
                        timeout=args.timeout, progress=not args.quiet, reason=args.reason, db_url=args.db,
-                       limits=_limits(args), rerun_all=args.rerun_all)
+                       limits=_limits(args), rerun_all=args.rerun_all, students=args.student or None)
     finally:
         forkserver.stop()
     print(format_changes(rows, chapter))
@@ -379,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="keep a learner's old scores where the new total is lower")
     p.add_argument("--undo", action="store_true", help="put back the scores from before the last regrade")
     p.add_argument("--reason", default="", help="why (kept in the history)")
+    p.add_argument("--student", action="append", default=[],
+                   help="only this learner (repeatable): e.g. after accepting their regrade request")
     _sandbox_options(p)
     p.set_defaults(func=cmd_regrade)
 

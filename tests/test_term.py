@@ -237,6 +237,16 @@ def test_regrade_after_a_check_changes(graded, stricter_check):
     undo(course, CHAPTER)
     assert gradebook(course) == before
 
+    # one learner only (an accepted regrade request): the others keep what they had
+    with pytest.raises(ValueError, match="no submission of .* for nobody"):
+        regrade(course, CHAPTER, term=load_term(course), students=["nobody"])
+    rows = {r["student"]: r for r in regrade(course, CHAPTER, term=load_term(course), jobs=1, timeout=60,
+                                             students=["ada"])}
+    assert gradebook(course)["ada"][0] < before["ada"][0] and rows["ada"]["checks"]
+    assert {s: v for s, v in gradebook(course).items() if s != "ada"} == {s: v for s, v in before.items() if s != "ada"}
+    undo(course, CHAPTER)
+    assert gradebook(course) == before
+
     # cy is granted an extension after the fact: the next run lifts the penalty (nbgrader #723)
     with (course / "extensions.csv").open("a") as extensions:
         extensions.write(f"cy,02,{DUE + timedelta(days=3):%Y-%m-%dT%H:%M}Z\n")

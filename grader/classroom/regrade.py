@@ -140,12 +140,18 @@ def _keep_ungradable(root: Path, chapter: Chapter, submissions: list) -> None:
 
 def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bool = False, jobs: int = 2,
             timeout: int = 120, progress: bool = False, reason: str = "", db_url: str | None = None,
-            limits=None, rerun_all: bool = False) -> list[dict]:
-    """Grade the chapter's kept submissions again; record the run in the history; return the changes."""
+            limits=None, rerun_all: bool = False, students: list[str] | None = None) -> list[dict]:
+    """Grade the chapter's kept submissions again (all, or only `students`': an accepted regrade request);
+    record the run in the history; return the changes."""
     root = Path(course_dir).resolve()
     folders = sorted(p for p in (root / "submitted").glob(f"*/{chapter.assignment}") if p.is_dir())
     if not folders:
         raise ValueError(f"{root}: no submissions of {chapter.assignment} under submitted/ to grade again")
+    if students:
+        unknown = sorted(set(students) - {f.parent.name for f in folders})
+        if unknown:
+            raise ValueError(f"{root}: no submission of {chapter.assignment} under submitted/ for {', '.join(unknown)}")
+        folders = [f for f in folders if f.parent.name in students]
     submissions = [submission(f / chapter.notebook_name, f, f.parent.name) for f in folders]
     _keep_ungradable(root, chapter, submissions)
     with Pool(jobs=jobs, timeout=timeout, limits=limits or Limits()) as pool, locks.locked(root):
