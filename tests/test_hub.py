@@ -192,6 +192,53 @@ def test_the_learners_help_menu_leads_to_the_grading_page(tmp_path, monkeypatch)
     assert json.loads((given / "overrides.json").read_text(encoding="utf-8")) == settings["overrides"]()
 
 
+def load_hub_config(tmp_path, monkeypatch, **settings):
+    """deploy/jupyterhub/jupyterhub_config.py as the hub loads it, with a try-out's variables and `settings`."""
+    from traitlets.config import Config
+
+    for name, value in {"COURSE_HUB_PORT": str(free_port()), "COURSE_HUB_STATE": str(tmp_path / "state"),
+                        "COURSE_HUB_SPAWNER": "simple", "COURSE_HUB_AUTHENTICATOR": "dummy",
+                        "COURSE_HUB_PASSWORD": "try-out", "COURSE_EXCHANGE_ROOT": str(tmp_path / "exchange"),
+                        "COURSE_DIRECTORY": str(tmp_path / "course"), **settings}.items():
+        monkeypatch.setenv(name, value)
+    config = DEPLOY / "jupyterhub_config.py"
+    hub = {"get_config": Config, "__file__": str(config)}
+    exec(compile(config.read_text(), str(config), "exec"), hub)
+    return hub["c"]
+
+
+def test_graders_get_the_shared_formgrader_and_no_admin(tmp_path, monkeypatch):
+    """COURSE_GRADERS: a group, a role with access to the shared Formgrader and the grading service (named user
+    by user: exact at each start), `--grader` for each on the grading service; learners get neither."""
+    c = load_hub_config(tmp_path, monkeypatch, COURSE_LEARNERS="learner1", COURSE_GRADERS=" ta2,ta1 ")
+    assert c.Authenticator.admin_users == {"instructor"}
+    assert c.Authenticator.allowed_users == {"instructor", "learner1", "ta1", "ta2"}
+    assert c.JupyterHub.load_groups == {"graders": {"users": ["ta1", "ta2"]}}
+    roles = {role["name"]: role for role in c.JupyterHub.load_roles}
+    assert roles["grader"]["users"] == ["ta1", "ta2"] and "groups" not in roles["grader"]
+    assert set(roles["grader"]["scopes"]) == {"access:services!service=formgrader", "access:services!service=grading"}
+    assert roles["user"]["scopes"] == ["self", "access:services!service=grading"]  # every user: no Formgrader
+    services = {service["name"]: service for service in c.JupyterHub.services}
+    command = services["grading"]["command"]
+    assert [command[i + 1] for i, arg in enumerate(command) if arg == "--grader"] == ["ta1", "ta2"]
+    shared = services["formgrader"]
+    assert Path(shared["command"][0]).name == "jupyterhub-singleuser" and shared["cwd"] == str(tmp_path / "course")
+    assert shared["environment"]["JUPYTER_CONFIG_PATH"].split(os.pathsep) == [str(DEPLOY / "formgrader"), str(DEPLOY)]
+    assert shared["environment"]["TRAITLETS_APPLICATION_RAISE_CONFIG_FILE_ERROR"] == "1"  # fails closed
+    assert "--ServerApp.reraise_server_extension_failures=True" in shared["command"]
+
+
+def test_no_graders_no_shared_formgrader_and_a_grader_is_no_learner(tmp_path, monkeypatch):
+    c = load_hub_config(tmp_path, monkeypatch, COURSE_LEARNERS="learner1")
+    assert [service["name"] for service in c.JupyterHub.services] == ["grading"]
+    assert "grader" not in {role["name"] for role in c.JupyterHub.load_roles} and "--grader" not in \
+        c.JupyterHub.services[0]["command"]
+    with pytest.raises(SystemExit, match="learner1 cannot be a grader and also a learner"):
+        load_hub_config(tmp_path, monkeypatch, COURSE_LEARNERS="learner1", COURSE_GRADERS="learner1,ta1")
+    with pytest.raises(SystemExit, match="instructor cannot be a grader"):
+        load_hub_config(tmp_path, monkeypatch, COURSE_GRADERS="instructor")
+
+
 def test_a_terminal_login_shell_finds_the_course_tools(tmp_path):
     """As the hub starts a server (its environment with COURSE_BIN, PATH without the course's tools
     first): the terminal's login shell finds grader and nbgrader."""
