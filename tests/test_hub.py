@@ -627,7 +627,7 @@ def ledger_key(row: dict) -> str:
 # test's own (PREFIX) and are removed after it; the repository keeps the modes the deployment gives it.
 SETUP = DEPLOY / "setup-class.sh"
 PREFIX = "hubtest"
-TEACHER, PUPIL = f"{PREFIX}-teacher", f"{PREFIX}-learner"
+TEACHER, PUPIL, ASSISTANT = f"{PREFIX}-teacher", f"{PREFIX}-learner", f"{PREFIX}-ta"
 LEARNERS_ENV = Path("/var/tmp/course-test-learners-env")  # built once (minutes), kept between runs
 
 
@@ -675,9 +675,9 @@ class RealClass:
 
 
 def remove_class_users() -> None:
-    for user in (PUPIL, TEACHER):
+    for user in (PUPIL, TEACHER, ASSISTANT):
         subprocess.run(["userdel", "--force", user], capture_output=True)
-    for name in ("staff", "learners"):
+    for name in ("staff", "learners", "graders"):
         subprocess.run(["groupdel", f"{PREFIX}-{name}"], capture_output=True)
 
 
@@ -693,6 +693,7 @@ def real_class():
     port, password = free_port(), secrets.token_hex(8)
     env = dict(os.environ, COURSE_INSTRUCTOR=TEACHER, COURSE_LEARNERS=PUPIL, COURSE_STAFF_GROUP=f"{PREFIX}-staff",
                COURSE_LEARNER_GROUP=f"{PREFIX}-learners", COURSE_HOME_BASE=str(base / "home"),
+               COURSE_GRADERS=ASSISTANT, COURSE_GRADER_GROUP=f"{PREFIX}-graders",
                COURSE_EXCHANGE_ROOT=str(base / "exchange"), COURSE_HUB_STATE=str(base / "state"),
                COURSE_LEARNER_ENV=str(LEARNERS_ENV), COURSE_HUB_PORT=str(port), COURSE_HUB_API_PORT=str(free_port()),
                COURSE_HUB_SPAWNER="local", COURSE_HUB_AUTHENTICATOR="dummy", COURSE_HUB_PASSWORD=password)
@@ -707,7 +708,8 @@ def real_class():
     finally:
         the_class.stop_hub()
         proxy = base / "state" / "jupyterhub-proxy.pid"
-        for pid in [*service_processes(the_class.course), *([int(proxy.read_text())] if proxy.is_file() else [])]:
+        for pid in [*service_processes(the_class.course), *formgrader_processes(the_class.course),
+                    *([int(proxy.read_text())] if proxy.is_file() else [])]:
             if running(pid):  # what a hub that failed to start left behind
                 os.kill(pid, 9)
         remove_class_users()
@@ -746,10 +748,9 @@ def mine(hub: Hub, token: str) -> list[dict]:
     return json.loads(hub.api("GET", f"{SERVICE}api/mine", token, raw=True))
 
 
-@pytest.mark.integration
-def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(real_class):
+def release_on_submit(real_class: RealClass, tokens: dict[str, str]) -> None:
+    """The instructor releases ON_SUBMIT, graded on submit (term.toml), in a terminal; the learner fetches it."""
     hub, course = real_class.hub, real_class.course
-    tokens = {user: hub.token(user) for user in (TEACHER, PUPIL)}
     (course / "term.toml").write_text(f'[on_submit]\nchapters = ["{ON_SUBMIT.number}"]\n')
     shutil.chown(course / "term.toml", TEACHER, f"{PREFIX}-staff")
     hub.start(TEACHER, tokens[TEACHER])
@@ -760,6 +761,24 @@ def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(rea
     query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": ON_SUBMIT.assignment})
     assert hub.api("POST", f"/user/{PUPIL}/assignments/fetch?{query}", tokens[PUPIL], body=b"")["success"]
 
+
+def submit_reference(hub: Hub, tokens: dict[str, str]) -> dict:
+    """The learner submits the reference answers; their row once graded on submit."""
+    body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(samples.reference(ON_SUBMIT)))}
+    hub.api("PUT", f"/user/{PUPIL}/api/contents/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name}", tokens[PUPIL], body)
+    query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": ON_SUBMIT.assignment})
+    assert hub.api("POST", f"/user/{PUPIL}/assignments/submit?{query}", tokens[PUPIL], body=b"")["success"]
+    graded = wait_for(lambda: [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"], 300,
+                      "the learner's submission to be graded on submit")
+    return graded[0]
+
+
+@pytest.mark.integration
+def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(real_class):
+    hub, course = real_class.hub, real_class.course
+    tokens = {user: hub.token(user) for user in (TEACHER, PUPIL)}
+    release_on_submit(real_class, tokens)
+
     # The learner, in a terminal of their own server: every way to the answers, hidden tests and grader fails.
     codes = in_terminal_each(f"{hub.url}/user/{PUPIL}", tokens[PUPIL], learner_attacks(course))
     assert all(codes.values()), f"these worked for a learner: {[name for name, code in codes.items() if not code]}"
@@ -768,13 +787,96 @@ def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(rea
                     f"cd ~/{ON_SUBMIT.assignment} && python -c 'import torch, course.checks, course.toolkit'")
 
     # Grading on submit still works for them.
-    body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(samples.reference(ON_SUBMIT)))}
-    hub.api("PUT", f"/user/{PUPIL}/api/contents/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name}", tokens[PUPIL], body)
-    assert hub.api("POST", f"/user/{PUPIL}/assignments/submit?{query}", tokens[PUPIL], body=b"")["success"]
     total = sum(ex.points for ex in exercises(ON_SUBMIT.name).values())
-    graded = wait_for(lambda: [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"], 300,
-                      "the learner's submission to be graded on submit")
-    assert graded[0]["score"] == pytest.approx(total), graded
+    graded = submit_reference(hub, tokens)
+    assert graded["score"] == pytest.approx(total), graded
+
+
+FORMGRADER = "/services/formgrader/formgrader"  # the shared Formgrader's pages under the hub's service prefix
+
+
+def formgrader_processes(course: Path) -> list[int]:
+    """The shared Formgrader's server processes of this class (jupyterhub-singleuser in its course directory)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"jupyterhub-singleuser" in (proc / "cmdline").read_bytes() and \
+                    os.readlink(proc / "cwd") == str(course):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def refused(call) -> int:
+    """The HTTP status with which `call` (a Hub.api call) was refused; fails if it was not."""
+    with pytest.raises(urllib.error.HTTPError) as err:
+        call()
+    return err.value.code
+
+
+@pytest.mark.integration
+def test_a_grader_grades_by_hand_and_cannot_change_the_term(real_class):
+    """A teaching assistant (COURSE_GRADERS, a unix user like a learner): the shared Formgrader and a hand grade
+    that the one total shows; not the term, a release, the repository, the course directory or the hidden tests."""
+    hub, course = real_class.hub, real_class.course
+    tokens = {user: hub.token(user) for user in (TEACHER, PUPIL, ASSISTANT)}
+    if not [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"]:  # run alone: the learner's test's part
+        release_on_submit(real_class, tokens)
+        submit_reference(hub, tokens)
+    [before] = [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"]
+    assert before["pending"], before  # written answers wait for a hand grade
+
+    # The shared Formgrader opens for the grader, not for the learner.
+    wait_for(lambda: formgrader_processes(course), 120, "the shared Formgrader")
+    page = hub.api("GET", f"{FORMGRADER}/manage_assignments", tokens[ASSISTANT], raw=True)
+    assert b"Manage Assignments" in page
+    assert refused(lambda: hub.api("GET", f"{FORMGRADER}/manage_assignments", tokens[PUPIL], raw=True)) == 403
+
+    # A hand grade of one written answer, through Formgrader's API; the learner's one total counts it.
+    [submission] = hub.api("GET", f"{FORMGRADER}/api/submitted_notebooks/{ON_SUBMIT.assignment}/{ON_SUBMIT.name}",
+                           tokens[ASSISTANT])
+    grades = hub.api("GET", f"{FORMGRADER}/api/grades?submission_id={submission['id']}", tokens[ASSISTANT])
+    answer = next(g for g in grades if g["name"] == before["pending"][0])
+    given = hub.api("PUT", f"{FORMGRADER}/api/grade/{answer['id']}", tokens[ASSISTANT],
+                    {"manual_score": answer["max_score"], "extra_credit": None})
+    assert given["manual_score"] == answer["max_score"], given
+    def row() -> dict:
+        return next(r for r in mine(hub, tokens[PUPIL]) if r["id"] == before["id"])
+    wait_for(lambda: len(row()["pending"]) < len(before["pending"]), 60, "the hand grade in the learner's total")
+    after = row()
+    assert after["pending"] == before["pending"][1:], after
+    assert after["score"] == pytest.approx(before["score"] + answer["max_score"]), (before, after)
+
+    # What the grader cannot do through the service: write term.toml, release, change a due date, autograde,
+    # read the course directory beside a submission, run code.
+    term, outbound = (course / "term.toml").read_bytes(), sorted((hub.exchange / COURSE_ID / "outbound").rglob("*"))
+    ta, a = tokens[ASSISTANT], ON_SUBMIT.assignment
+    attempts = {
+        "write term.toml": lambda: hub.api("PUT", "/services/formgrader/api/contents/term.toml", ta,
+                                           {"type": "file", "format": "text", "content": "[on_submit]\n"}),
+        "release": lambda: hub.api("POST", f"{FORMGRADER}/api/assignment/{a}/release", ta, body=b""),
+        "unrelease": lambda: hub.api("POST", f"{FORMGRADER}/api/assignment/{a}/unrelease", ta, body=b""),
+        "change the due date": lambda: hub.api("PUT", f"{FORMGRADER}/api/assignment/{a}", ta,
+                                               {"duedate_notimezone": "2000-01-01 00:00", "duedate_timezone": "UTC"}),
+        "autograde": lambda: hub.api("POST", f"{FORMGRADER}/api/submission/{a}/{PUPIL}/autograde", ta, body=b""),
+        "read term.toml": lambda: hub.api("GET", f"{FORMGRADER}/submissions/{submission['id']}/"
+                                                 "..%2F..%2F..%2Fterm.toml", ta, raw=True),
+        "open a terminal": lambda: hub.api("POST", "/services/formgrader/api/terminals", ta, body=b""),
+        "start a kernel": lambda: hub.api("POST", "/services/formgrader/api/kernels", ta, {}),
+    }
+    codes = {name: refused(attempt) for name, attempt in attempts.items()}
+    assert set(codes.values()) <= {403, 404}, codes
+    assert (course / "term.toml").read_bytes() == term
+    assert sorted((hub.exchange / COURSE_ID / "outbound").rglob("*")) == outbound
+
+    # Nor in a terminal of their own server, as their unix user: the learner's attacks and the staff's files.
+    hub.start(ASSISTANT, ta)
+    codes = in_terminal_each(f"{hub.url}/user/{ASSISTANT}", ta, {
+        **learner_attacks(course), "append to term.toml": f"echo x >> {course}/term.toml",
+        "read the solutions": f"cat {REPO}/solutions/__init__.py", "list the source": f"ls {course}/source",
+        "read the gradebook": f"cat {course}/gradebook.db"})
+    assert all(codes.values()), f"these worked for a grader: {[name for name, code in codes.items() if not code]}"
 
 
 def service_processes(course: Path) -> list[int]:
@@ -800,8 +902,10 @@ def test_a_hub_killed_and_restarted_keeps_one_service_and_the_learners_servers(r
     real_class.process.kill()  # the hub dies without cleaning up: its learners' servers run on
     real_class.process.wait(timeout=30)
     wait_for(lambda: not service_processes(course), 30, "the grading service to end with its hub")
+    wait_for(lambda: not formgrader_processes(course), 30, "the shared Formgrader to end with its hub")
     real_class.start_hub()
     wait_for(lambda: service_processes(course), 120, "the restarted hub's grading service")
+    wait_for(lambda: len(formgrader_processes(course)) == 1, 120, "the restarted hub's shared Formgrader")
     time.sleep(5)  # a second service, had one started, would be running by now
     assert len(service_processes(course)) == 1 and service_processes(course) != [first]
     # The learner's server, started by the killed hub, answers through the new one.

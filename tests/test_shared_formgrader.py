@@ -167,7 +167,7 @@ def test_it_serves_nothing_unless_locked_down():
         import shared_formgrader
 
         open_server = SimpleNamespace(jpserver_extensions={"jupyterlab": True, "shared_formgrader": True,
-                                                           "jupyterhub.singleuser.extension": True},
+                                                           "jupyterhub": True},
                                       authorizer=object(), kernel_manager=object(), contents_manager=object(),
                                       terminals_enabled=True)
         problems = shared_formgrader.unlocked(open_server)

@@ -117,7 +117,7 @@ def _jupyter_server_extension_points():
 
 
 # Extensions that may run beside it: the hub's login (jupyterhub-singleuser) and this one.
-ALLOWED_EXTENSIONS = {"jupyterhub.singleuser.extension", "shared_formgrader"}
+ALLOWED_EXTENSIONS = {"jupyterhub", "shared_formgrader"}
 
 
 def unlocked(serverapp) -> list[str]:
