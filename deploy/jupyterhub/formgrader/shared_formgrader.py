@@ -18,7 +18,9 @@ Each way in, and what closes it (the server's config is jupyter_server_config.py
   no kernel can start (`NoKernels`, no kernelspec allowed), the contents API sees an empty folder and writes
   nothing (`NoContents`), and no other server extension (JupyterLab, the notebook) is loaded.
 What it does not close: a hand grade may be any score for any graded cell (nbgrader's manual grading, as in
-the instructor's Formgrader), and the grading page shows each submission with its rubric.
+the instructor's Formgrader), and the grading page shows each submission with its rubric. That page renders
+the autograded notebook in the hub's origin, as the instructor's Formgrader does; `grader autograde` wrote it
+sanitised (grader.classroom.sanitise), which is what keeps a learner's markdown from scripting a grader.
 """
 from __future__ import annotations
 
