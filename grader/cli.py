@@ -112,6 +112,26 @@ def cmd_collect(args) -> int:
     return 0
 
 
+def cmd_requests(args) -> int:
+    from grader.classroom.requests import Requests  # lazy: start-up
+
+    found = Requests(args.course_dir).all()
+    if args.json:
+        print(json.dumps([{**r.as_json(), "changes": r.changes} for r in found], indent=1, ensure_ascii=False))
+        return 0
+
+    def line(text: str) -> str:  # a learner's words: no terminal control characters, one line
+        return "".join(c if c.isprintable() else " " for c in text)[:200]
+
+    for r in found:
+        print(f"{r.id} {r.status:<8} {line(r.student)} {r.assignment} {line(r.item)} ({r.asked_at}): {line(r.note)}")
+        if r.answered_by:
+            points = "" if r.points is None else f" points {r.points:g}"
+            print(f"    {r.answered_at} {line(r.answered_by)}{points}: {line(r.reason)}")
+    print(f"{len(found)} request(s), {sum(r.status == 'open' for r in found)} open")
+    return 0
+
+
 def cmd_serve(args) -> int:
     from grader.classroom.term import load_term  # lazy: start-up
 
@@ -134,7 +154,8 @@ def cmd_serve(args) -> int:
     with _pool(args.scheduler, args.jobs, args.timeout, _limits(args)) as pool:
         pool.start()
         service = Service(args.course_dir, args.exchange, pool, timeout=args.timeout, check_owner=args.check_owner)
-        serve(service, set(args.instructor), poll=args.poll, port=args.port, hub_alive=hub_alive)
+        serve(service, set(args.instructor), poll=args.poll, port=args.port, hub_alive=hub_alive,
+              graders=set(args.grader))
     forkserver.stop()
     os.close(lock)
     return 0
@@ -280,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exchange", default=os.environ.get("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange"),
                    help="nbgrader's exchange root (default: $COURSE_EXCHANGE_ROOT)")
     p.add_argument("--instructor", action="append", default=[], help="a user who sees the class page (repeatable)")
+    p.add_argument("--grader", action="append", default=[],
+                   help="a teaching assistant: the class page, any feedback, answering regrade requests (repeatable)")
     p.add_argument("--jobs", type=int, default=2, help="notebooks graded at once")
     p.add_argument("--poll", type=float, default=1.0, help="seconds between looks at the exchange")
     p.add_argument("--port", type=int, default=None, help="default: the port of $JUPYTERHUB_SERVICE_URL")
@@ -302,6 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reason", default="", help="why (kept in the history)")
     _sandbox_options(p)
     p.set_defaults(func=cmd_regrade)
+
+    p = sub.add_parser("requests", help="the regrade requests of the grading service, oldest first")
+    p.add_argument("--course-dir", default="nbgrader-course")
+    p.add_argument("--json", action="store_true", help="as JSON, with what each answer changed")
+    p.set_defaults(func=cmd_requests)
 
     p = sub.add_parser("report", help="an HTML report of one chapter across the class")
     p.add_argument("chapter")

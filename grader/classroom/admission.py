@@ -18,7 +18,7 @@ def admit(ledger: Ledger, entry: Entry, term) -> list[Entry]:
     if entry.assignment not in {c.assignment for c in CHAPTERS}:
         entry.status, entry.reason = HELD, shown("not a chapter of this course")
         return []
-    policy = term.submit_policy(entry.assignment)
+    policy = term.submit_policy(entry.assignment, entry.student)  # with the learner's accommodation
     due = term.due_for(entry.student, entry.assignment)
     submitted = checked_time(entry.submitted_at)
     if not policy.enabled:

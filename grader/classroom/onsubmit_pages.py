@@ -12,12 +12,16 @@ from grader.boundary.score import shown
 from grader.chapters import CHAPTERS
 from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, Entry, Ledger, now
 from grader.classroom.phrasebook import Phrasebook, phrasebook
+from grader.classroom.requests import NOTE_LIMIT, OPEN, items_of
+from grader.classroom.submitpolicy import PER_CHAPTER
 from grader.classroom.visibility import Check, LearnerView, Policy, learner_view, policy_for
 
 # What a learner's page says of each status, in their language (the class's page keeps the status names).
 STATUS = {"queued": shown("queued"), "grading": shown("grading"), "graded": shown("graded"), "failed": shown("failed"),
           "refused": shown("refused"), "held": shown("held"), "superseded": shown("superseded")}
 ENGLISH = phrasebook("en")
+REQUEST_STATUS = {"open": shown("open: not answered yet"), "accepted": shown("accepted"),
+                  "declined": shown("declined")}
 NOTHING_YET = shown("No submissions yet. Submit a chapter from the Assignments panel; it appears here within seconds.")
 
 STYLE = """<style>
@@ -27,6 +31,8 @@ th { background: #f3f3f3; text-align: left; } .graded { color: #176b2c; } .faile
 .queued, .grading { color: #8a5a00; } .held, .superseded { color: #666; } .check { font-size: .9em; color: #a4161a; }
 td.refused, td.held { font-weight: bold; } tr.refused, tr.held { background: #fbf3f3; }
 .check { white-space: pre-wrap; overflow-wrap: anywhere; } .problem { border: 2px solid #a4161a; padding: .5em; }
+.note { white-space: pre-wrap; overflow-wrap: anywhere; max-width: 40em; }
+form label { display: block; margin: .3em 0; } textarea { width: 30em; height: 5em; }
 </style>"""
 FOLD_AT = 300  # characters: a longer check's message folds (<details>), shown whole when opened
 
@@ -79,28 +85,67 @@ def page(title: str, body: str) -> str:
            f"<body>{body}</body></html>"
 
 
+def _ask_form(entry: Entry, items: list[str], base: str, xsrf: str, say) -> str:
+    """A graded row's regrade request: one item of it and a note (grader.classroom.requests)."""
+    if not items:
+        return ""
+    options = "".join(f'<option value="{escape(i)}">{escape(i)}</option>' for i in items)
+    return (f'<details><summary>{say(shown("ask for a regrade"))}</summary>'
+            f'<form method="post" action="{base}requests">{xsrf}'
+            f'<input type="hidden" name="key" value="{entry.key}">'
+            f'<label>{say(shown("about"))} <select name="item">{options}</select></label>'
+            f'<label>{say(shown("why (plain text)"))}<br><textarea name="note" maxlength="{NOTE_LIMIT}" required>'
+            f'</textarea></label><button type="submit">{say(shown("send the request"))}</button></form></details>')
+
+
+def _my_requests(requests: list, book: Phrasebook) -> str:
+    """The learner's requests and their answers."""
+    if not requests:
+        return ""
+    heads = (shown("chapter"), shown("about"), shown("your note"), shown("status"), shown("the answer"))
+    rows = "".join(f"<tr><td>{escape(r.assignment)}</td><td>{escape(r.item)}</td>"
+                   f'<td class="note">{escape(r.note)}</td>'
+                   f"<td>{escape(book.say(REQUEST_STATUS.get(r.status, r.status)))}</td>"
+                   f'<td class="note">{escape(r.reason)}'
+                   + (escape(book.say(shown(" (new score: {points:g})"), points=r.points)) if r.points is not None
+                      else "") + "</td></tr>" for r in requests)
+    return (f"<h2>{escape(book.say(shown('Your regrade requests')))}</h2><table><tr>"
+            + "".join(f"<th>{escape(book.say(h))}</th>" for h in heads) + f"</tr>{rows}</table>")
+
+
+def message_page(text: str, back: str) -> str:
+    """Why a form was refused, and the way back."""
+    return page("Not done", f'<p class="problem">{escape(text)}</p><p><a href="{escape(back)}">back</a></p>')
+
+
 def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = False, totals: dict | None = None,
-                 term=None) -> str:
+                 term=None, requests: list | None = None, xsrf: str = "") -> str:
     """The learner's own submissions of each chapter, newest first; nobody else's; in the language of
     their newest graded notebook (grader.classroom.phrasebook); as much as `term`'s policy lets them see
     (grader.classroom.visibility). `totals`: (student, assignment) -> the gradebook's total
-    (grader.classroom.total), which the counted attempt shows."""
+    (grader.classroom.total), which the counted attempt shows; `requests`: theirs (grader.classroom.requests),
+    each graded row offering a form for another (`xsrf`: the form's token field); `instructor`: staff."""
     entries = ledger.of(student=student)
     book = _language(entries)
 
     def say(text: str, **values) -> str:
         return escape(book.say(text, **values))
 
-    rows, totals = [], totals or {}
+    rows, totals, requests = [], totals or {}, requests or []
+    allowed = term.requests_per_chapter if term is not None else PER_CHAPTER
+    asked = {a: sum(r.assignment == a for r in requests) for a in {e.assignment for e in entries}}
     for entry in entries:
         view = learner_view(entry, policy_for(term, entry), now(), totals.get((entry.student, entry.assignment)))
         link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if view.feedback else "")
         status = say(STATUS.get(entry.status, entry.status))
         score = _score(view, book)
+        may_ask = asked[entry.assignment] < allowed  # a form only while the chapter's requests last
+        ask = _ask_form(entry, items_of(entry, totals.get((entry.student, entry.assignment))), base, xsrf, say) \
+            if may_ask else ""
         rows.append(f'<tr class="{entry.status}"><td>{escape(entry.assignment)}</td>'
                     f"<td>{_when(entry.submitted_at)}</td>"
                     f'<td class="{entry.status}">{status}</td><td>{escape(score)}</td>'
-                    f"<td>{escape(book.text(entry.reason))}{_checks(view, book)}</td><td>{link}</td></tr>")
+                    f"<td>{escape(book.text(entry.reason))}{_checks(view, book)}</td><td>{link}{ask}</td></tr>")
     heads = (shown("chapter"), shown("submitted"), shown("status"), shown("score (after late penalty)"),
              shown("what the checks found"))
     table = ("<table><tr>" + "".join(f"<th>{say(h)}</th>" for h in heads) + "<th></th></tr>" + "".join(rows)
@@ -110,7 +155,7 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
     return page(book.say(shown("Your submissions")),
                 f"<h1>{say(shown('Your submissions, {student}'), student=student)}</h1>{table}"
                 f"<p>{say(shown('Your feedback also arrives through Fetch Feedback in the Assignments panel.'))}</p>"
-                + more)
+                + _my_requests(requests, book) + more)
 
 
 def batch_key(student: str, assignment: str) -> str:
@@ -132,12 +177,45 @@ def batch_feedback(course_dir: Path) -> dict[tuple[str, str], Path]:
     return found
 
 
+def _answer_form(request, base: str, xsrf: str) -> str:
+    return (f'<form method="post" action="{base}requests/{escape(request.id)}/answer">{xsrf}'
+            '<label><select name="decision"><option value="accept">accept</option>'
+            '<option value="decline">decline</option></select> '
+            '<input name="points" type="number" min="0" step="any" placeholder="new hand score (optional)"></label>'
+            f'<label><input name="reason" maxlength="{NOTE_LIMIT}" placeholder="reason (needed to decline)" size="40">'
+            '</label><button type="submit">answer</button></form>')
+
+
+def _requests_section(requests: list, base: str, xsrf: str) -> str:
+    """Every regrade request, open ones first, each open one with its answer form."""
+    ordered = sorted(requests, key=lambda r: (r.status != OPEN, r.asked_at))
+    rows = "".join(f"<tr><td>{escape(r.student)}</td><td>{escape(r.assignment)}</td><td>{escape(r.item)}</td>"
+                   f'<td class="note">{escape(r.note)}</td><td>{_when(r.asked_at)}</td>'
+                   f"<td>{escape(r.status)}</td><td>"
+                   + (_answer_form(r, base, xsrf) if r.status == OPEN else
+                      escape(f"{r.answered_by}: {r.reason}" + (f" (points {r.points:g})" if r.points is not None
+                                                               else "")))
+                   + "</td></tr>" for r in ordered)
+    table = ("<table><tr><th>learner</th><th>chapter</th><th>item</th><th>note</th><th>asked</th><th>status</th>"
+             f"<th>answer</th></tr>{rows}</table>") if rows else "<p>none</p>"
+    return f"<h2>Regrade requests</h2><p>{sum(r.status == OPEN for r in requests)} open.</p>{table}"
+
+
+def _accommodations_section(accommodations: dict) -> str:
+    items = "".join(f"<li>{escape(a.student)} · {escape(a.assignment)}: {escape(a.text())}</li>"
+                    for _, a in sorted(accommodations.items()))
+    return f"<h2>Accommodations</h2><ul>{items or '<li>none</li>'}</ul>"
+
+
 def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", problem: str | None = None,
-               batch: dict | None = None) -> str:
+               batch: dict | None = None, requests: list | None = None, accommodations: dict | None = None,
+               xsrf: str = "") -> str:
     """The instructor's view: the queue; per learner and chapter the gradebook's total (grader.classroom.total:
     hand grades, regrades, learners graded in batch), else the counted attempt's score, linked to its
     feedback (`batch`: (student, assignment) -> the feedback file of a learner graded in batch, served by
-    batch_key); held, refused and failed submissions; `problem`: the term file's error, while it has one."""
+    batch_key); held, refused and failed submissions; `problem`: the term file's error, while it has one;
+    the regrade requests (grader.classroom.requests) with a form to answer each open one (`xsrf`: its token
+    field), and each learner's accommodations (grader.classroom.accommodations)."""
     entries, totals, batch = ledger.of(), totals or {}, batch or {}
     waiting = [e for e in entries if e.status in (QUEUED, GRADING)]
     students = sorted({e.student for e in entries} | {s for s, _ in totals})
@@ -170,4 +248,5 @@ def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", probl
     return page("The class", f"<h1>The class</h1>{warning}<p>Queue: {len(waiting)} waiting "
                 f"({sum(e.status == GRADING for e in waiting)} grading now).</p>"
                 f"<table><tr><th>learner</th>{head}</tr>{''.join(rows)}</table>"
-                f"<h2>Held, refused or failed</h2><ul>{failures or '<li>none</li>'}</ul>")
+                f"<h2>Held, refused or failed</h2><ul>{failures or '<li>none</li>'}</ul>"
+                + _requests_section(requests or [], base, xsrf) + _accommodations_section(accommodations or {}))

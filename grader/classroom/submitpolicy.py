@@ -26,6 +26,7 @@ from grader.chapters import CHAPTERS, find_chapter
 COUNTS = ("last", "best")
 FEEDBACK = ("checks", "score")
 AFTER_DUE = ("grade", "hold")
+PER_CHAPTER = 3  # regrade requests a learner may make per chapter ([requests], grader.classroom.requests)
 KEYS = {"chapters", "attempts", "counts", "min_minutes_between", "feedback_before_due", "after_due", "chapter",
         "per_hour", "time_limit_factor", "time_limit_seconds"}
 
@@ -74,6 +75,11 @@ def _settings(table: dict, where: str, base: SubmitPolicy) -> SubmitPolicy:
     return replace(base, **changes)
 
 
+def overridden(base: SubmitPolicy, table: dict, where: str) -> SubmitPolicy:
+    """`base` with the settings of `table` (a learner's accommodation: grader.classroom.accommodations)."""
+    return _settings(table, where, base)
+
+
 def parse_on_submit(table: dict, where: str) -> dict[str, SubmitPolicy]:
     """assignment -> its policy, for every chapter (off where the table does not switch it on)."""
     if not isinstance(table, dict):
@@ -100,3 +106,13 @@ def parse_on_submit(table: dict, where: str) -> dict[str, SubmitPolicy]:
                              "feedback_before_due, after_due, per_hour, time_limit_factor, time_limit_seconds")
         policies[assignment] = _settings(sub, f"{where}: on_submit.chapter.{key}", policies[assignment])
     return policies
+
+
+def parse_requests(table, where: str) -> int:
+    """term.toml's `[requests]` table: `per_chapter`, the requests a learner may make per chapter."""
+    if not isinstance(table, dict) or set(table) - {"per_chapter"}:
+        raise ValueError(f"{where}: [requests] takes per_chapter (a whole number, 0 or more) only")
+    value = table.get("per_chapter", PER_CHAPTER)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}: requests.per_chapter: {value!r} is not a whole number, 0 or more")
+    return value

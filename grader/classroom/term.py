@@ -13,6 +13,10 @@ then copied there with its extensions file, so every later run applies the same 
     grace_minutes = 15                 # this late counts as on time
     [on_submit]                        # grading on submit (grader.classroom.submitpolicy)
     chapters = ["02"]
+    [requests]                         # regrade requests (grader.classroom.requests)
+    per_chapter = 3
+    [accommodations.learner7]          # one learner's own policy (grader.classroom.accommodations)
+    "02" = { attempts = 10, due = 2026-12-01T23:59:00Z }
 
 The penalty goes through nbgrader's own mechanism: the assignment's due date and each learner's
 extension are set in the gradebook, the submission time is the gradebook submission's timestamp
@@ -36,8 +40,9 @@ from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Float
 
 from grader.chapters import find_chapter
+from grader.classroom import accommodations as accommodations_of
 from grader.classroom.submissions import TIMESTAMP_FILE, write_timestamp
-from grader.classroom.submitpolicy import SubmitPolicy, parse_on_submit
+from grader.classroom.submitpolicy import PER_CHAPTER, SubmitPolicy, parse_on_submit, parse_requests
 
 TERM_FILE = "term.toml"
 DAY = 86400.0
@@ -98,9 +103,13 @@ class Term:
     submitted_at: datetime | None = None  # --submitted-at: for submissions with no known time
     source: Path | None = None
     on_submit: dict[str, SubmitPolicy] = field(default_factory=dict)  # assignment -> grading on submit
+    accommodations: dict = field(default_factory=dict)  # (student, assignment) -> accommodations.Accommodation
+    requests_per_chapter: int = PER_CHAPTER  # regrade requests a learner may make per chapter
 
-    def submit_policy(self, assignment: str) -> SubmitPolicy:
-        return self.on_submit.get(assignment, SubmitPolicy())
+    def submit_policy(self, assignment: str, student: str | None = None) -> SubmitPolicy:
+        """The chapter's on-submit policy; given a learner, with their accommodation."""
+        return accommodations_of.policy_for(self.on_submit.get(assignment, SubmitPolicy()),
+                                            self.accommodations.get((student, assignment)))
 
     def due_for(self, student: str, assignment: str) -> datetime | None:
         """The learner's due date for a chapter: their extension, else the chapter's (None: no due date)."""
@@ -198,9 +207,10 @@ def load_term(course_dir: str | Path, path: str | Path | None = None, submitted_
         config = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path}: not valid TOML: {err}") from None
-    unknown = set(config) - {"due", "late", "extensions", "on_submit"}
+    known = ("due", "late", "extensions", "on_submit", "requests", "accommodations")
+    unknown = set(config) - set(known)
     if unknown:
-        raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; known: due, late, extensions, on_submit")
+        raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; known: {', '.join(known)}")
     term.source = path
     for key, value in config.get("due", {}).items():
         term.due[find_chapter(key).assignment] = parse_time(value, f"{path}: due.{key}")
@@ -210,6 +220,12 @@ def load_term(course_dir: str | Path, path: str | Path | None = None, submitted_
         term.extensions = read_extensions(path.parent / config["extensions"], term.due)
     if "on_submit" in config:
         term.on_submit = parse_on_submit(config["on_submit"], str(path))
+    if "requests" in config:
+        term.requests_per_chapter = parse_requests(config["requests"], str(path))
+    if "accommodations" in config:
+        term.accommodations = accommodations_of.parse_accommodations(config["accommodations"], str(path), parse_time)
+        accommodations_of.merge_due(term.accommodations, term.extensions, term.due, str(path))
+        accommodations_of.check_roster(term.accommodations, accommodations_of.class_roster(course_dir), str(path))
     _keep_in(Path(course_dir), path, config.get("extensions"))
     return term
 
