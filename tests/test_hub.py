@@ -808,6 +808,15 @@ def formgrader_processes(course: Path) -> list[int]:
     return found
 
 
+def post_form(hub: Hub, path: str, token: str, fields: dict) -> int:
+    """A form the service's pages post (a script with the hub's token needs no form token)."""
+    request = urllib.request.Request(hub.url + path, method="POST", data=urllib.parse.urlencode(fields).encode(),
+                                     headers={"Authorization": f"token {token}",
+                                              "Content-Type": "application/x-www-form-urlencoded"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        return reply.status
+
+
 def refused(call) -> int:
     """The HTTP status with which `call` (a Hub.api call) was refused; fails if it was not."""
     with pytest.raises(urllib.error.HTTPError) as err:
@@ -818,7 +827,8 @@ def refused(call) -> int:
 @pytest.mark.integration
 def test_a_grader_grades_by_hand_and_cannot_change_the_term(real_class):
     """A teaching assistant (COURSE_GRADERS, a unix user like a learner): the shared Formgrader and a hand grade
-    that the one total shows; not the term, a release, the repository, the course directory or the hidden tests."""
+    that the one total shows, the class page and a regrade request answered; not the term, a release, the
+    repository, the course directory or the hidden tests."""
     hub, course = real_class.hub, real_class.course
     tokens = {user: hub.token(user) for user in (TEACHER, PUPIL, ASSISTANT)}
     if not [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"]:  # run alone: the learner's test's part
@@ -847,6 +857,19 @@ def test_a_grader_grades_by_hand_and_cannot_change_the_term(real_class):
     after = row()
     assert after["pending"] == before["pending"][1:], after
     assert after["score"] == pytest.approx(before["score"] + answer["max_score"]), (before, after)
+
+    # The class page, for the grader and not the learner; a regrade request the learner asks and the grader answers.
+    assert b"Regrade requests" in hub.api("GET", f"{SERVICE}class", tokens[ASSISTANT], raw=True)
+    assert refused(lambda: hub.api("GET", f"{SERVICE}class", tokens[PUPIL], raw=True)) == 403
+    post_form(hub, f"{SERVICE}requests", tokens[PUPIL], {"key": after["key"], "item": answer["name"],
+                                                          "note": "I gave both reasons"})
+    [asked] = json.loads(hub.api("GET", f"{SERVICE}api/requests", tokens[ASSISTANT], raw=True))
+    assert (asked["student"], asked["item"], asked["status"]) == (PUPIL, answer["name"], "open"), asked
+    post_form(hub, f"{SERVICE}requests/{asked['id']}/answer", tokens[ASSISTANT],
+              {"decision": "decline", "reason": "full marks already", "points": ""})
+    [answered] = json.loads(hub.api("GET", f"{SERVICE}api/requests", tokens[PUPIL], raw=True))
+    assert (answered["status"], answered["answered_by"], answered["reason"]) == \
+        ("declined", ASSISTANT, "full marks already"), answered
 
     # What the grader cannot do through the service: write term.toml, release, change a due date, autograde,
     # read the course directory beside a submission, run code.
