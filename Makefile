@@ -61,7 +61,8 @@ $(PROXY):
 	npm install --prefix .hub --no-audit --no-fund --loglevel=error configurable-http-proxy@$(CHP_VERSION)
 
 # A try-out class on this machine: deploy/jupyterhub/ with the simple spawner and one password, on a
-# free port (HUB_PORT=8000 to choose; the hub's API on HUB_API_PORT, default 8081). Not for a real
+# free port (HUB_PORT=8000 to choose; the hub's API on HUB_API_PORT, default 8081), learners HUB_LEARNERS,
+# graders HUB_GRADERS (default ta1: the shared Formgrader at /services/formgrader/). Not for a real
 # class: every learner can read the answers (guides/teaching.md: A try-out is not a class; deploy/jupyterhub/setup-class.sh).
 # `exec`: the hub is make's own child, so stopping make (Ctrl-C, kill) stops the hub, which stops its
 # proxy, servers and grading service.
@@ -72,7 +73,7 @@ hub: sources hub-setup
 	    COURSE_HUB_API_PORT=$${HUB_API_PORT:-8081} \
 	    COURSE_HUB_STATE=$(HUB_STATE) COURSE_EXCHANGE_ROOT=$(HUB_STATE)/exchange COURSE_HUB_SPAWNER=simple \
 	    COURSE_HUB_AUTHENTICATOR=dummy COURSE_HUB_PASSWORD=$${HUB_PASSWORD:-try-out} \
-	    COURSE_LEARNERS=$${HUB_LEARNERS:-learner1,learner2} $(CURDIR)/$(BIN)/jupyterhub -f $(CURDIR)/deploy/jupyterhub/jupyterhub_config.py
+	    COURSE_LEARNERS=$${HUB_LEARNERS:-learner1,learner2} COURSE_GRADERS=$${HUB_GRADERS:-ta1} $(CURDIR)/$(BIN)/jupyterhub -f $(CURDIR)/deploy/jupyterhub/jupyterhub_config.py
 
 bench: sources
 	$(BIN)/python benchmarks/bench.py

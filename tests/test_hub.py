@@ -192,6 +192,54 @@ def test_the_learners_help_menu_leads_to_the_grading_page(tmp_path, monkeypatch)
     assert json.loads((given / "overrides.json").read_text(encoding="utf-8")) == settings["overrides"]()
 
 
+def load_hub_config(tmp_path, monkeypatch, **settings):
+    """deploy/jupyterhub/jupyterhub_config.py as the hub loads it, with a try-out's variables and `settings`."""
+    from traitlets.config import Config
+
+    for name, value in {"COURSE_HUB_PORT": str(free_port()), "COURSE_HUB_STATE": str(tmp_path / "state"),
+                        "COURSE_HUB_SPAWNER": "simple", "COURSE_HUB_AUTHENTICATOR": "dummy",
+                        "COURSE_HUB_PASSWORD": "try-out", "COURSE_EXCHANGE_ROOT": str(tmp_path / "exchange"),
+                        "COURSE_DIRECTORY": str(tmp_path / "course"), **settings}.items():
+        monkeypatch.setenv(name, value)
+    config = DEPLOY / "jupyterhub_config.py"
+    hub = {"get_config": Config, "__file__": str(config)}
+    exec(compile(config.read_text(), str(config), "exec"), hub)
+    return hub["c"]
+
+
+def test_graders_get_the_shared_formgrader_and_no_admin(tmp_path, monkeypatch):
+    """COURSE_GRADERS: a group, a role with access to the shared Formgrader and the grading service (named user
+    by user: exact at each start), `--grader` for each on the grading service; learners get neither."""
+    c = load_hub_config(tmp_path, monkeypatch, COURSE_LEARNERS="learner1", COURSE_GRADERS=" ta2,ta1 ")
+    assert c.Authenticator.admin_users == {"instructor"}
+    assert c.Authenticator.allowed_users == {"instructor", "learner1", "ta1", "ta2"}
+    assert c.JupyterHub.load_groups == {"graders": {"users": ["ta1", "ta2"]}}
+    roles = {role["name"]: role for role in c.JupyterHub.load_roles}
+    assert roles["grader"]["users"] == ["ta1", "ta2"] and "groups" not in roles["grader"]
+    assert set(roles["grader"]["scopes"]) == {"access:services!service=formgrader", "access:services!service=grading"}
+    assert roles["user"]["scopes"] == ["self", "access:services!service=grading"]  # every user: no Formgrader
+    services = {service["name"]: service for service in c.JupyterHub.services}
+    command = services["grading"]["command"]
+    assert [command[i + 1] for i, arg in enumerate(command) if arg == "--grader"] == ["ta1", "ta2"]
+    assert services["grading"]["environment"]["COURSE_LEARNERS"] == "learner1"  # the class accommodations name
+    shared = services["formgrader"]
+    assert Path(shared["command"][0]).name == "jupyterhub-singleuser" and shared["cwd"] == str(tmp_path / "course")
+    assert shared["environment"]["JUPYTER_CONFIG_PATH"].split(os.pathsep) == [str(DEPLOY / "formgrader"), str(DEPLOY)]
+    assert shared["environment"]["TRAITLETS_APPLICATION_RAISE_CONFIG_FILE_ERROR"] == "1"  # fails closed
+    assert "--ServerApp.reraise_server_extension_failures=True" in shared["command"]
+
+
+def test_no_graders_no_shared_formgrader_and_a_grader_is_no_learner(tmp_path, monkeypatch):
+    c = load_hub_config(tmp_path, monkeypatch, COURSE_LEARNERS="learner1")
+    assert [service["name"] for service in c.JupyterHub.services] == ["grading"]
+    assert "grader" not in {role["name"] for role in c.JupyterHub.load_roles} and "--grader" not in \
+        c.JupyterHub.services[0]["command"]
+    with pytest.raises(SystemExit, match="learner1 cannot be a grader and also a learner"):
+        load_hub_config(tmp_path, monkeypatch, COURSE_LEARNERS="learner1", COURSE_GRADERS="learner1,ta1")
+    with pytest.raises(SystemExit, match="instructor cannot be a grader"):
+        load_hub_config(tmp_path, monkeypatch, COURSE_GRADERS="instructor")
+
+
 def test_a_terminal_login_shell_finds_the_course_tools(tmp_path):
     """As the hub starts a server (its environment with COURSE_BIN, PATH without the course's tools
     first): the terminal's login shell finds grader and nbgrader."""
@@ -580,7 +628,7 @@ def ledger_key(row: dict) -> str:
 # test's own (PREFIX) and are removed after it; the repository keeps the modes the deployment gives it.
 SETUP = DEPLOY / "setup-class.sh"
 PREFIX = "hubtest"
-TEACHER, PUPIL = f"{PREFIX}-teacher", f"{PREFIX}-learner"
+TEACHER, PUPIL, ASSISTANT = f"{PREFIX}-teacher", f"{PREFIX}-learner", f"{PREFIX}-ta"
 LEARNERS_ENV = Path("/var/tmp/course-test-learners-env")  # built once (minutes), kept between runs
 
 
@@ -628,9 +676,9 @@ class RealClass:
 
 
 def remove_class_users() -> None:
-    for user in (PUPIL, TEACHER):
+    for user in (PUPIL, TEACHER, ASSISTANT):
         subprocess.run(["userdel", "--force", user], capture_output=True)
-    for name in ("staff", "learners"):
+    for name in ("staff", "learners", "graders"):
         subprocess.run(["groupdel", f"{PREFIX}-{name}"], capture_output=True)
 
 
@@ -646,6 +694,7 @@ def real_class():
     port, password = free_port(), secrets.token_hex(8)
     env = dict(os.environ, COURSE_INSTRUCTOR=TEACHER, COURSE_LEARNERS=PUPIL, COURSE_STAFF_GROUP=f"{PREFIX}-staff",
                COURSE_LEARNER_GROUP=f"{PREFIX}-learners", COURSE_HOME_BASE=str(base / "home"),
+               COURSE_GRADERS=ASSISTANT, COURSE_GRADER_GROUP=f"{PREFIX}-graders",
                COURSE_EXCHANGE_ROOT=str(base / "exchange"), COURSE_HUB_STATE=str(base / "state"),
                COURSE_LEARNER_ENV=str(LEARNERS_ENV), COURSE_HUB_PORT=str(port), COURSE_HUB_API_PORT=str(free_port()),
                COURSE_HUB_SPAWNER="local", COURSE_HUB_AUTHENTICATOR="dummy", COURSE_HUB_PASSWORD=password)
@@ -660,7 +709,8 @@ def real_class():
     finally:
         the_class.stop_hub()
         proxy = base / "state" / "jupyterhub-proxy.pid"
-        for pid in [*service_processes(the_class.course), *([int(proxy.read_text())] if proxy.is_file() else [])]:
+        for pid in [*service_processes(the_class.course), *formgrader_processes(the_class.course),
+                    *([int(proxy.read_text())] if proxy.is_file() else [])]:
             if running(pid):  # what a hub that failed to start left behind
                 os.kill(pid, 9)
         remove_class_users()
@@ -699,10 +749,9 @@ def mine(hub: Hub, token: str) -> list[dict]:
     return json.loads(hub.api("GET", f"{SERVICE}api/mine", token, raw=True))
 
 
-@pytest.mark.integration
-def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(real_class):
+def release_on_submit(real_class: RealClass, tokens: dict[str, str]) -> None:
+    """The instructor releases ON_SUBMIT, graded on submit (term.toml), in a terminal; the learner fetches it."""
     hub, course = real_class.hub, real_class.course
-    tokens = {user: hub.token(user) for user in (TEACHER, PUPIL)}
     (course / "term.toml").write_text(f'[on_submit]\nchapters = ["{ON_SUBMIT.number}"]\n')
     shutil.chown(course / "term.toml", TEACHER, f"{PREFIX}-staff")
     hub.start(TEACHER, tokens[TEACHER])
@@ -713,6 +762,24 @@ def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(rea
     query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": ON_SUBMIT.assignment})
     assert hub.api("POST", f"/user/{PUPIL}/assignments/fetch?{query}", tokens[PUPIL], body=b"")["success"]
 
+
+def submit_reference(hub: Hub, tokens: dict[str, str]) -> dict:
+    """The learner submits the reference answers; their row once graded on submit."""
+    body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(samples.reference(ON_SUBMIT)))}
+    hub.api("PUT", f"/user/{PUPIL}/api/contents/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name}", tokens[PUPIL], body)
+    query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": ON_SUBMIT.assignment})
+    assert hub.api("POST", f"/user/{PUPIL}/assignments/submit?{query}", tokens[PUPIL], body=b"")["success"]
+    graded = wait_for(lambda: [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"], 300,
+                      "the learner's submission to be graded on submit")
+    return graded[0]
+
+
+@pytest.mark.integration
+def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(real_class):
+    hub, course = real_class.hub, real_class.course
+    tokens = {user: hub.token(user) for user in (TEACHER, PUPIL)}
+    release_on_submit(real_class, tokens)
+
     # The learner, in a terminal of their own server: every way to the answers, hidden tests and grader fails.
     codes = in_terminal_each(f"{hub.url}/user/{PUPIL}", tokens[PUPIL], learner_attacks(course))
     assert all(codes.values()), f"these worked for a learner: {[name for name, code in codes.items() if not code]}"
@@ -721,13 +788,119 @@ def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(rea
                     f"cd ~/{ON_SUBMIT.assignment} && python -c 'import torch, course.checks, course.toolkit'")
 
     # Grading on submit still works for them.
-    body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(samples.reference(ON_SUBMIT)))}
-    hub.api("PUT", f"/user/{PUPIL}/api/contents/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name}", tokens[PUPIL], body)
-    assert hub.api("POST", f"/user/{PUPIL}/assignments/submit?{query}", tokens[PUPIL], body=b"")["success"]
     total = sum(ex.points for ex in exercises(ON_SUBMIT.name).values())
-    graded = wait_for(lambda: [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"], 300,
-                      "the learner's submission to be graded on submit")
-    assert graded[0]["score"] == pytest.approx(total), graded
+    graded = submit_reference(hub, tokens)
+    assert graded["score"] == pytest.approx(total), graded
+
+
+FORMGRADER = "/services/formgrader/formgrader"  # the shared Formgrader's pages under the hub's service prefix
+
+
+def formgrader_processes(course: Path) -> list[int]:
+    """The shared Formgrader's server processes of this class (jupyterhub-singleuser in its course directory)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"jupyterhub-singleuser" in (proc / "cmdline").read_bytes() and \
+                    os.readlink(proc / "cwd") == str(course):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def post_form(hub: Hub, path: str, token: str, fields: dict) -> int:
+    """A form the service's pages post (a script with the hub's token needs no form token)."""
+    request = urllib.request.Request(hub.url + path, method="POST", data=urllib.parse.urlencode(fields).encode(),
+                                     headers={"Authorization": f"token {token}",
+                                              "Content-Type": "application/x-www-form-urlencoded"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        return reply.status
+
+
+def refused(call) -> int:
+    """The HTTP status with which `call` (a Hub.api call) was refused; fails if it was not."""
+    with pytest.raises(urllib.error.HTTPError) as err:
+        call()
+    return err.value.code
+
+
+@pytest.mark.integration
+def test_a_grader_grades_by_hand_and_cannot_change_the_term(real_class):
+    """A teaching assistant (COURSE_GRADERS, a unix user like a learner): the shared Formgrader and a hand grade
+    that the one total shows, the class page and a regrade request answered; not the term, a release, the
+    repository, the course directory or the hidden tests."""
+    hub, course = real_class.hub, real_class.course
+    tokens = {user: hub.token(user) for user in (TEACHER, PUPIL, ASSISTANT)}
+    if not [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"]:  # run alone: the learner's test's part
+        release_on_submit(real_class, tokens)
+        submit_reference(hub, tokens)
+    [before] = [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"]
+    assert before["pending"], before  # written answers wait for a hand grade
+
+    # The shared Formgrader opens for the grader, not for the learner.
+    wait_for(lambda: formgrader_processes(course), 120, "the shared Formgrader")
+    page = hub.api("GET", f"{FORMGRADER}/manage_assignments", tokens[ASSISTANT], raw=True)
+    assert b"Manage Assignments" in page
+    assert refused(lambda: hub.api("GET", f"{FORMGRADER}/manage_assignments", tokens[PUPIL], raw=True)) == 403
+
+    # A hand grade of one written answer, through Formgrader's API; the learner's one total counts it.
+    [submission] = hub.api("GET", f"{FORMGRADER}/api/submitted_notebooks/{ON_SUBMIT.assignment}/{ON_SUBMIT.name}",
+                           tokens[ASSISTANT])
+    grades = hub.api("GET", f"{FORMGRADER}/api/grades?submission_id={submission['id']}", tokens[ASSISTANT])
+    answer = next(g for g in grades if g["name"] == before["pending"][0])
+    given = hub.api("PUT", f"{FORMGRADER}/api/grade/{answer['id']}", tokens[ASSISTANT],
+                    {"manual_score": answer["max_score"], "extra_credit": None})
+    assert given["manual_score"] == answer["max_score"], given
+    def row() -> dict:
+        return next(r for r in mine(hub, tokens[PUPIL]) if r["id"] == before["id"])
+    wait_for(lambda: len(row()["pending"]) < len(before["pending"]), 60, "the hand grade in the learner's total")
+    after = row()
+    assert after["pending"] == before["pending"][1:], after
+    assert after["score"] == pytest.approx(before["score"] + answer["max_score"]), (before, after)
+
+    # The class page, for the grader and not the learner; a regrade request the learner asks and the grader answers.
+    assert b"Regrade requests" in hub.api("GET", f"{SERVICE}class", tokens[ASSISTANT], raw=True)
+    assert refused(lambda: hub.api("GET", f"{SERVICE}class", tokens[PUPIL], raw=True)) == 403
+    post_form(hub, f"{SERVICE}requests", tokens[PUPIL], {"key": after["key"], "item": answer["name"],
+                                                          "note": "I gave both reasons"})
+    [asked] = json.loads(hub.api("GET", f"{SERVICE}api/requests", tokens[ASSISTANT], raw=True))
+    assert (asked["student"], asked["item"], asked["status"]) == (PUPIL, answer["name"], "open"), asked
+    post_form(hub, f"{SERVICE}requests/{asked['id']}/answer", tokens[ASSISTANT],
+              {"decision": "decline", "reason": "full marks already", "points": ""})
+    [answered] = json.loads(hub.api("GET", f"{SERVICE}api/requests", tokens[PUPIL], raw=True))
+    assert (answered["status"], answered["answered_by"], answered["reason"]) == \
+        ("declined", ASSISTANT, "full marks already"), answered
+
+    # What the grader cannot do through the service: write term.toml, release, change a due date, autograde,
+    # read the course directory beside a submission, run code.
+    term, outbound = (course / "term.toml").read_bytes(), sorted((hub.exchange / COURSE_ID / "outbound").rglob("*"))
+    ta, a = tokens[ASSISTANT], ON_SUBMIT.assignment
+    attempts = {
+        "write term.toml": lambda: hub.api("PUT", "/services/formgrader/api/contents/term.toml", ta,
+                                           {"type": "file", "format": "text", "content": "[on_submit]\n"}),
+        "release": lambda: hub.api("POST", f"{FORMGRADER}/api/assignment/{a}/release", ta, body=b""),
+        "unrelease": lambda: hub.api("POST", f"{FORMGRADER}/api/assignment/{a}/unrelease", ta, body=b""),
+        "change the due date": lambda: hub.api("PUT", f"{FORMGRADER}/api/assignment/{a}", ta,
+                                               {"duedate_notimezone": "2000-01-01 00:00", "duedate_timezone": "UTC"}),
+        "autograde": lambda: hub.api("POST", f"{FORMGRADER}/api/submission/{a}/{PUPIL}/autograde", ta, body=b""),
+        "read term.toml": lambda: hub.api("GET", f"{FORMGRADER}/submissions/{submission['id']}/"
+                                                 "..%2F..%2F..%2Fterm.toml", ta, raw=True),
+        "open a terminal": lambda: hub.api("POST", "/services/formgrader/api/terminals", ta, body=b""),
+        "start a kernel": lambda: hub.api("POST", "/services/formgrader/api/kernels", ta, {}),
+    }
+    codes = {name: refused(attempt) for name, attempt in attempts.items()}
+    assert set(codes.values()) <= {403, 404}, codes
+    assert (course / "term.toml").read_bytes() == term
+    assert sorted((hub.exchange / COURSE_ID / "outbound").rglob("*")) == outbound
+
+    # Nor in a terminal of their own server, as their unix user: the learner's attacks and the staff's files.
+    hub.start(ASSISTANT, ta)
+    codes = in_terminal_each(f"{hub.url}/user/{ASSISTANT}", ta, {
+        **learner_attacks(course), "append to term.toml": f"echo x >> {course}/term.toml",
+        "read the solutions": f"cat {REPO}/solutions/__init__.py", "list the source": f"ls {course}/source",
+        "read the gradebook": f"cat {course}/gradebook.db"})
+    assert all(codes.values()), f"these worked for a grader: {[name for name, code in codes.items() if not code]}"
 
 
 def service_processes(course: Path) -> list[int]:
@@ -753,8 +926,10 @@ def test_a_hub_killed_and_restarted_keeps_one_service_and_the_learners_servers(r
     real_class.process.kill()  # the hub dies without cleaning up: its learners' servers run on
     real_class.process.wait(timeout=30)
     wait_for(lambda: not service_processes(course), 30, "the grading service to end with its hub")
+    wait_for(lambda: not formgrader_processes(course), 30, "the shared Formgrader to end with its hub")
     real_class.start_hub()
     wait_for(lambda: service_processes(course), 120, "the restarted hub's grading service")
+    wait_for(lambda: len(formgrader_processes(course)) == 1, 120, "the restarted hub's shared Formgrader")
     time.sleep(5)  # a second service, had one started, would be running by now
     assert len(service_processes(course)) == 1 and service_processes(course) != [first]
     # The learner's server, started by the killed hub, answers through the new one.

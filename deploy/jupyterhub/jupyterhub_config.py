@@ -10,6 +10,9 @@ Every setting a class changes comes from an environment variable, so the file it
   COURSE_HUB_STATE        the hub's database, cookie secret and (simple spawner) homes (default /srv/jupyterhub)
   COURSE_INSTRUCTOR       the instructor's user name, an admin (default instructor)
   COURSE_LEARNERS         comma-separated learner user names allowed in (default: anyone who can log in)
+  COURSE_GRADERS          comma-separated graders (teaching assistants), hub group `graders`: each opens the
+                          shared Formgrader (/services/formgrader/: hand grading, nothing more) and the grading
+                          service's class page, and answers regrade requests; no admin, no course directory
   COURSE_HUB_AUTHENTICATOR  pam (default: the machine's unix accounts) or dummy (a try-out: any user
                           name, one shared password COURSE_HUB_PASSWORD; never for a real class)
   COURSE_HUB_SPAWNER      local (default, a real class: each learner's server runs as their own unix user,
@@ -26,7 +29,8 @@ Every setting a class changes comes from an environment variable, so the file it
                           submission of a chapter that term.toml's [on_submit] switches on, as it
                           arrives, and serves /services/grading/ (guides/teaching.md: Grading on submit)
   COURSE_GRADING_USER     the unix user the service runs as (default: the instructor, who owns the
-                          course directory; with the simple spawner, the hub's own user)
+                          course directory; with the simple spawner, the hub's own user); the shared
+                          Formgrader too (formgrader/shared_formgrader.py: what it refuses, and why)
 
 A real class: `sudo deploy/jupyterhub/setup-class.sh` with the same variables (a unix user per learner,
 the repository, the course directory and the hub's state closed to learners, the learners' environment),
@@ -90,9 +94,13 @@ c.ConfigurableHTTPProxy.command = [str(proxy) if proxy.exists() else "configurab
 
 instructor = env("COURSE_INSTRUCTOR", "instructor")
 learners = {name.strip() for name in env("COURSE_LEARNERS", "").split(",") if name.strip()}
+graders = {name.strip() for name in env("COURSE_GRADERS", "").split(",") if name.strip()}
+if graders & (learners | {instructor}):
+    sys.exit(f"COURSE_GRADERS: {', '.join(sorted(graders & (learners | {instructor})))} cannot be a grader and "
+             "also a learner or the instructor (a grader sees the whole class; the instructor has more)")
 c.Authenticator.admin_users = {instructor}
 if learners:
-    c.Authenticator.allowed_users = {instructor, *learners}
+    c.Authenticator.allowed_users = {instructor, *learners, *graders}
 else:
     c.Authenticator.allow_all = True  # everyone the authenticator lets in (PAM: the machine's accounts)
 
@@ -176,21 +184,59 @@ if os.getuid() == 0:
 # course directory: a second refuses while the first runs) that watches the exchange's
 # inbound folder and grades what term.toml's [on_submit] asks for; its pages sit under /services/grading/,
 # behind the hub's login. Every user may open them; each learner sees their own rows only.
+course_path = course_dir or str(instructor_home / "course")
+services, roles = [], []
 if env("COURSE_GRADING_SERVICE", "on") != "off":
-    course_path = course_dir or str(instructor_home / "course")
     service = {
         "name": "grading",
         "url": f"http://127.0.0.1:{free_port()}",
         "command": [str(BIN / "grader"), "serve", "--course-dir", course_path, "--exchange", exchange,
-                    "--instructor", instructor, "--hub-pid", str(os.getpid())],
+                    "--instructor", instructor, "--hub-pid", str(os.getpid()),
+                    *(arg for grader in sorted(graders) for arg in ("--grader", grader))],
         "oauth_no_confirm": True,
         "timeout": 120,  # seconds to answer: it starts its warm pool (torch) first; JupyterHub's 10 s is short
+        # COURSE_LEARNERS: the class an accommodation in term.toml must name (grader.classroom.accommodations)
         "environment": {"PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}", "MPLBACKEND": "Agg",
-                        "COURSE_EXCHANGE_ROOT": exchange},
+                        "COURSE_EXCHANGE_ROOT": exchange, "COURSE_LEARNERS": ",".join(sorted(learners))},
     }
     if not simple:
         service["cwd"] = course_path  # setup-class.sh made it; the hub's own folder is root's alone
         service["user"] = env("COURSE_GRADING_USER", instructor)
         service["command"].append("--check-owner")  # each learner is a unix user: the folder's owner says who
-    c.JupyterHub.services = [service]
-    c.JupyterHub.load_roles = [{"name": "user", "scopes": ["self", "access:services!service=grading"]}]
+    services.append(service)
+    roles.append({"name": "user", "scopes": ["self", "access:services!service=grading"]})
+
+# The graders' Formgrader: nbgrader's, as a hub service in the course directory, run as the grading user with
+# this folder's formgrader/ first on its Jupyter config path (hand grading; no release, collect, autograde, due dates,
+# files, kernels or terminals: formgrader/shared_formgrader.py). The instructor keeps their own, in their server.
+# A failing config or extension stops it (the hub restarts it) rather than serving stock Formgrader.
+if graders:
+    shared = HERE / "formgrader"
+    formgrader = {
+        "name": "formgrader",
+        "url": f"http://127.0.0.1:{free_port()}",
+        "command": [str(BIN / "jupyterhub-singleuser"), "--ServerApp.reraise_server_extension_failures=True",
+                    *(["--allow-root"] if os.getuid() == 0 else [])],
+        "cwd": course_path,  # nbgrader reads the course directory's own nbgrader_config.py from there
+        "oauth_no_confirm": True,
+        "timeout": 120,  # seconds to answer: Jupyter Server and nbgrader start in several on a busy machine
+        # formgrader/ first on the config path: its Jupyter Server and nbgrader config, then this folder's
+        "environment": {"PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}", "PYTHONPATH": str(shared),
+                        "JUPYTER_CONFIG_PATH": os.pathsep.join([str(shared), str(HERE)]),
+                        "COURSE_DIRECTORY": course_path, "COURSE_EXCHANGE_ROOT": exchange,
+                        "TRAITLETS_APPLICATION_RAISE_CONFIG_FILE_ERROR": "1",
+                        "COURSE_HUB_PID": str(os.getpid())},  # it ends with this hub (shared_formgrader.py)
+    }
+    if simple:
+        Path(course_path).mkdir(parents=True, exist_ok=True)
+    else:
+        formgrader["user"] = env("COURSE_GRADING_USER", instructor)
+    services.append(formgrader)
+    # JupyterHub only ever adds to a group; the role, named user by user, is exact at each start: a grader
+    # taken off COURSE_GRADERS loses it (and the service's --grader) with the next start.
+    c.JupyterHub.load_groups = {"graders": {"users": sorted(graders)}}
+    roles.append({"name": "grader", "description": "the class's graders: the shared Formgrader and the grading service",
+                  "users": sorted(graders),
+                  "scopes": [f"access:services!service={s['name']}" for s in services]})
+c.JupyterHub.services = services
+c.JupyterHub.load_roles = roles

@@ -7,7 +7,10 @@
 #
 # What it makes true, and then checks as a learner would:
 # - a unix user per learner (group COURSE_LEARNER_GROUP, home mode 0700), the instructor and the grading
-#   user (group COURSE_STAFF_GROUP; no learner is in it);
+#   user (group COURSE_STAFF_GROUP; no learner is in it); a unix user per grader of COURSE_GRADERS (group
+#   COURSE_GRADER_GROUP, home 0700, never staff: a grader reaches the course through the hub's shared
+#   Formgrader and the grading service alone, and is kept out of the repository and the course directory
+#   exactly as a learner is);
 # - the repository (solutions, grader/rubrics, the hidden specs, the course's environment .venv) group
 #   staff, closed to everyone else (o-rwx); the course directory owned by the grading user, group staff,
 #   closed to everyone else; the hub's state folder (database, cookie secret) root's alone;
@@ -27,12 +30,14 @@ INSTRUCTOR=${COURSE_INSTRUCTOR:-instructor}
 GRADING_USER=${COURSE_GRADING_USER:-$INSTRUCTOR}
 STAFF=${COURSE_STAFF_GROUP:-course-staff}
 LEARNER_GROUP=${COURSE_LEARNER_GROUP:-course-learners}
+GRADER_GROUP=${COURSE_GRADER_GROUP:-course-graders}
 HOME_BASE=${COURSE_HOME_BASE:-/home}  # where the homes of users created here go
 EXCHANGE=${COURSE_EXCHANGE_ROOT:-/srv/nbgrader/exchange}
 STATE=${COURSE_HUB_STATE:-/srv/jupyterhub}
 LEARNER_ENV=${COURSE_LEARNER_ENV:-/srv/course/learners-env}
 COURSE_ID=transformers-from-scratch  # as nbgrader_config.py
 IFS=, read -r -a LEARNERS <<< "${COURSE_LEARNERS:-}"
+IFS=, read -r -a GRADERS <<< "${COURSE_GRADERS:-}"
 
 ensure_group() { getent group "$1" >/dev/null || groupadd --system "$1"; }
 ensure_user() {
@@ -43,6 +48,7 @@ as_user() { local user=$1; shift; runuser -u "$user" -- "$@"; }
 
 ensure_group "$STAFF"
 ensure_group "$LEARNER_GROUP"
+ensure_group "$GRADER_GROUP"
 for user in "$INSTRUCTOR" "$GRADING_USER"; do
     ensure_user "$user"
     usermod -a -G "$STAFF" "$user"
@@ -56,6 +62,18 @@ for learner in "${LEARNERS[@]}"; do
     usermod -a -G "$LEARNER_GROUP" "$learner"
     if id -nG "$learner" | tr ' ' '\n' | grep -qx "$STAFF"; then gpasswd -d "$learner" "$STAFF" >/dev/null; fi
     chmod 0700 "$(home_of "$learner")"
+done
+for grader in "${GRADERS[@]}"; do
+    grader=$(echo "$grader" | tr -d '[:space:]')
+    [ -n "$grader" ] || continue
+    [ "$grader" != "$INSTRUCTOR" ] && [ "$grader" != "$GRADING_USER" ] || fail "$grader is staff, not a grader"
+    for learner in "${LEARNERS[@]}"; do
+        [ "$(echo "$learner" | tr -d '[:space:]')" != "$grader" ] || fail "$grader is a learner and a grader"
+    done
+    ensure_user "$grader"
+    usermod -a -G "$GRADER_GROUP" "$grader"
+    if id -nG "$grader" | tr ' ' '\n' | grep -qx "$STAFF"; then gpasswd -d "$grader" "$STAFF" >/dev/null; fi
+    chmod 0700 "$(home_of "$grader")"
 done
 
 # The nbgrader source folders are generated, not committed: built while the repository is still writable.
@@ -122,16 +140,22 @@ chown -R root:root "$LEARNER_ENV"
 chmod -R a+rX,go-w "$LEARNER_ENV"
 for folder in "$(dirname "$LEARNER_ENV")" "$(dirname "$EXCHANGE")"; do chmod a+rx "$folder"; done
 
-# Checked as a learner (or nobody) and as the grading user: what must work, and what must not.
+# Checked as a learner (or nobody), a grader and the grading user: what must work, and what must not.
 as_user "$PROBE" "$LEARNER_ENV/bin/python" -c 'import jupyterhub, nbgrader, torch' \
     || fail "$PROBE cannot run the learners' environment $LEARNER_ENV (built from $PYTHON: COURSE_LEARNER_PYTHON)"
-for closed in "$REPO/solutions" "$REPO/grader/rubrics" "$REPO/grader/boundary" "$COURSE"; do
-    ! as_user "$PROBE" ls "$closed" >/dev/null 2>&1 || fail "$PROBE can read $closed"
+GRADER_PROBE=
+for grader in "${GRADERS[@]}"; do [ -n "$grader" ] && GRADER_PROBE=$(echo "$grader" | tr -d '[:space:]') && break; done
+for user in "$PROBE" ${GRADER_PROBE:+"$GRADER_PROBE"}; do
+    for closed in "$REPO/solutions" "$REPO/grader/rubrics" "$REPO/grader/boundary" "$COURSE"; do
+        ! as_user "$user" ls "$closed" >/dev/null 2>&1 || fail "$user can read $closed"
+    done
+    ! as_user "$user" test -w "$COURSE/term.toml" || fail "$user can write $COURSE/term.toml"
 done
 ! as_user "$PROBE" "$LEARNER_ENV/bin/python" -c 'import solutions' 2>/dev/null \
     || fail "the learners' environment imports the answers"
 as_user "$GRADING_USER" "$REPO/.venv/bin/grader" --help >/dev/null \
     || fail "$GRADING_USER cannot run $REPO/.venv/bin/grader: a folder above the repository, or the Python its" \
             ".venv was built from, is closed to them"
-echo "class set up: staff $INSTRUCTOR${GRADING_USER:+ (grading: $GRADING_USER)}, ${#LEARNERS[@]} learner(s);" \
+echo "class set up: staff $INSTRUCTOR${GRADING_USER:+ (grading: $GRADING_USER)}, ${#LEARNERS[@]} learner(s)," \
+     "${#GRADERS[@]} grader(s);" \
      "course $COURSE; learners' environment $LEARNER_ENV"
