@@ -549,7 +549,8 @@ def test_graded_on_submit(hub, browser):
     total = sum(points.values())
     wrong = samples.wrong_variants(ON_SUBMIT)[0].exercise
     (hub.course / "term.toml").write_text(f'[on_submit]\nchapters = ["{ON_SUBMIT.number}"]\nattempts = 2\n'
-                                          'counts = "best"\n')
+                                          'counts = "best"\n'  # learner2's own policy: one more attempt
+                                          f'[accommodations.learner2]\n"{ON_SUBMIT.number}" = {{ attempts = 3 }}\n')
     tokens = {user: hub.token(user) for user in ("instructor", *LEARNERS)}
     hub.start("instructor", tokens["instructor"])
     hub.instructor(tokens["instructor"], f"grader release {ON_SUBMIT.number} --course-dir {hub.course}")
@@ -593,6 +594,39 @@ def test_graded_on_submit(hub, browser):
     wait_for(lambda: "2 attempts allowed" in page.js("document.body ? document.body.innerText : ''"), 60,
              "the refusal on the page")
 
+    # A regrade request in Chromium: learner1 asks about a written answer of the counted attempt through the
+    # form on their page; the instructor accepts it on the class page with a hand score. One total everywhere.
+    answer_id, answer = next(iter(written(ON_SUBMIT.name).items()))
+    def learner1_rows() -> list[dict]:
+        return json.loads(hub.api("GET", f"{SERVICE}api/mine", tokens["learner1"], raw=True))
+
+    [counted] = [r for r in learner1_rows() if r.get("counted")]
+    form = f"document.querySelector('input[name=key][value=\"{ledger_key(counted)}\"]').form"
+    page.js(f"{form}.closest('details').open = true; {form}.item.value = '{answer_id}';"
+            f"{form}.note.value = 'I named both <b>reasons</b><script>document.title = \"PWNED\"</script>';"
+            f"{form}.querySelector('button').click()")
+    wait_for(lambda: "I named both <b>reasons</b>" in page.js("document.body ? document.body.innerText : ''"), 60,
+             "the request on the learner's page")
+    [asked] = json.loads(hub.api("GET", f"{SERVICE}api/requests", tokens["instructor"], raw=True))
+    assert (asked["student"], asked["item"], asked["status"]) == ("learner1", answer_id, "open"), asked
+    page.send("Network.clearBrowserCookies")  # the instructor, in the same browser
+    login(page, hub, "instructor")
+    page.send("Page.navigate", url=f"{hub.url}{SERVICE}class")
+    wait_for(lambda: "Regrade requests" in page.js("document.body ? document.body.innerText : ''"), 60,
+             "the class page")
+    text = page.js("document.body.innerText")
+    assert "<script>document.title" in text and page.js("document.title") != "PWNED", text  # the note is text
+    assert f"learner2 · {ON_SUBMIT.assignment}: " in text, text  # term.toml's accommodation, on the class page
+    answer_form = f"document.querySelector('form[action$=\"{asked['id']}/answer\"]')"
+    page.js(f"{answer_form}.decision.value = 'accept'; {answer_form}.points.value = '{answer.points:g}';"
+            f"{answer_form}.reason.value = 'both reasons are there'; {answer_form}.querySelector('button').click()")
+    wait_for(lambda: json.loads(hub.api("GET", f"{SERVICE}api/requests", tokens["learner1"], raw=True))[0]["status"]
+             == "accepted", 60, "the accepted request")
+    [regraded] = [r for r in learner1_rows() if r.get("counted")]
+    assert regraded["score"] == pytest.approx(counted["score"] + answer.points), (counted, regraded)
+    assert answer_id not in regraded["pending"] and answer_id in counted["pending"], (counted, regraded)
+    page.screenshot(SHOTS / "6-regrade-request-answered.png")
+
     # Learner 2: the service is killed while it grades; the hub restarts it; graded once, nothing lost.
     body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(samples.reference(ON_SUBMIT)))}
     hub.api("PUT", f"/user/learner2/api/contents/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name}",
@@ -606,7 +640,7 @@ def test_graded_on_submit(hub, browser):
     assert int((hub.course / "on-submit" / "service.pid").read_text()) != pid
     with Gradebook(f"sqlite:///{hub.course / 'gradebook.db'}") as gb:
         subs = {s.student.id: s.score for s in gb.find_assignment(ON_SUBMIT.assignment).submissions}
-    assert subs == {"learner1": pytest.approx(total), "learner2": pytest.approx(total)}, subs
+    assert subs == {"learner1": pytest.approx(total + answer.points), "learner2": pytest.approx(total)}, subs  # + hand
     assert [r["status"] for r in ledger_rows(hub, "learner2")] == ["graded"]  # one entry, graded once
 
     # Learner 2 sees neither learner 1's rows nor their feedback.
@@ -616,6 +650,12 @@ def test_graded_on_submit(hub, browser):
         hub.api("GET", f"{SERVICE}feedback/{ledger_key(first)}", tokens["learner2"], raw=True)
     own = hub.api("GET", f"{SERVICE}feedback/{ledger_key(first)}", tokens["learner1"], raw=True)
     assert b"Score" in own
+
+    # The instructor's similarity report of the chapter, in a terminal of their server (both learners handed in).
+    shown = hub.instructor(tokens["instructor"], f"grader similarity {ON_SUBMIT.number} --course-dir {hub.course} "
+                                                 f"--html {hub.course}/similarity-{ON_SUBMIT.number}.html")
+    assert "2 learners, 1 pairs" in shown and re.search(r"learner1\s+learner2\s+[01]\.\d\d", shown), shown
+    assert "learner2" in (hub.course / f"similarity-{ON_SUBMIT.number}.html").read_text()
 
 
 def ledger_key(row: dict) -> str:
