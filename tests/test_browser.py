@@ -8,13 +8,16 @@ over the Chrome DevTools Protocol (websocket-client comes with jupyter_server), 
 """
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -53,6 +56,27 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(app):
+    """A tornado application on a free port of 127.0.0.1, in a thread with its own event loop: its URL."""
+    loop, port, ready = asyncio.new_event_loop(), free_port(), threading.Event()
+
+    def run():
+        asyncio.set_event_loop(loop)
+        app.listen(port, "127.0.0.1")
+        loop.call_soon(ready.set)
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.5):
@@ -97,6 +121,11 @@ class Page:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")
                 return message.get("result", {})
+            if "method" in message:
+                self.on_event(message)
+
+    def on_event(self, message: dict) -> None:
+        """An event the protocol sent between replies (console messages, requests): ignored here."""
 
     def js(self, expression: str):
         result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)

@@ -3,14 +3,12 @@ learner asks about one item of their own graded row; staff (instructors and grad
 request with points is a hand score in the gradebook's one total; everything is logged, who from the login."""
 from __future__ import annotations
 
-import asyncio
 import csv
 import http.cookiejar
 import json
 import os
 import re
 import sys
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,7 +24,7 @@ from grader.classroom.phrasebook import phrasebook
 from grader.classroom.requests import ACCEPTED, DECLINED, OPEN, Requests, hand_score, items_of
 from grader.classroom.total import AUTOMATIC, Part, Total, chapter_total
 from grader.classroom.total import GRADED as HAND_GRADED
-from tests.test_browser import free_port
+from tests.test_browser import serving
 
 CHAPTER = find_chapter("02")
 
@@ -182,20 +180,8 @@ def site(tmp_path, monkeypatch):
     svc = Service(tmp_path, "[requests]\nper_chapter = 2\n")
     auth = HubOAuth(api_token="test", oauth_client_id="service-grading", cache_max_age=60)  # its login cookie's name
     app = onsubmit_web.application(svc, {"prof"}, {"ta1"}, auth, "/")
-    loop, port, ready = asyncio.new_event_loop(), free_port(), threading.Event()
-
-    def run():
-        asyncio.set_event_loop(loop)
-        app.listen(port, "127.0.0.1")
-        loop.call_soon(ready.set)
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    yield svc, f"http://127.0.0.1:{port}", user
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    with serving(app) as url:
+        yield svc, url, user
 
 
 def _put(svc, *entries: Entry) -> None:

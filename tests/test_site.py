@@ -145,19 +145,8 @@ class Recording(Page):
         self.events: list[dict] = []
         super().__init__(debug_port)
 
-    def send(self, method: str, **params):
-        import json
-
-        self.ids += 1
-        self.ws.send(json.dumps({"id": self.ids, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv())
-            if message.get("id") == self.ids:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message.get("result", {})
-            if "method" in message:
-                self.events.append(message)
+    def on_event(self, message: dict) -> None:
+        self.events.append(message)
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):

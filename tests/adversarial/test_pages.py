@@ -9,10 +9,8 @@ the real rubrics must stay visible and on top, and every imitation must say whos
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -27,7 +25,7 @@ from grader.chapters import find_chapter, is_answer_cell
 from grader.classroom.grading import autograde_class, job_cells
 from grader.classroom.ledger import GRADED, Entry, Ledger
 from grader.classroom.written import IMITATION, written
-from tests.test_browser import OUTPUT, Page, free_port, require_browser, wait_for
+from tests.test_browser import OUTPUT, Page, require_browser, serving, wait_for
 
 CHAPTER = find_chapter("02")
 
@@ -274,20 +272,8 @@ def service(tmp_path, monkeypatch):
     svc = Service(tmp_path, f'[due]\n"02" = {due}\n[on_submit]\nchapters = ["02"]\nfeedback_before_due = "score"\n')
     # the service's own routes and settings (XSRF cookies), under the prefix "/"
     app = onsubmit_web.application(svc, svc.instructors, set(), HubOAuth(api_token="test", cache_max_age=60), "/")
-    loop, port, ready = asyncio.new_event_loop(), free_port(), threading.Event()
-
-    def run():
-        asyncio.set_event_loop(loop)
-        app.listen(port, "127.0.0.1")
-        loop.call_soon(ready.set)
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    yield svc, f"http://127.0.0.1:{port}"
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    with serving(app) as url:
+        yield svc, url
 
 
 def graded_entry(svc: Service, feedback_html: str | None = None, tag: str = "x", **fields) -> Entry:
