@@ -417,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("similarity", help="pairs of learners ranked by how alike their answers are (instructor only)")
     p.add_argument("chapter")
     p.add_argument("--course-dir", default="nbgrader-course")
-    p.add_argument("--json", action="store_true", help="every pair: [{a, b, score, exercises: {grade_id: score}}]")
+    p.add_argument("--json", action="store_true", help="every pair and group, and the notes: {pairs: [{a, b, score, "
+                   "exercises: {grade_id: score}}], groups: [{members, share, exercises}], notes}")
     p.add_argument("--html", default=None, metavar="OUT", help="write the most alike pairs side by side to OUT")
     p.add_argument("--top", type=int, default=20, help="pairs in the table and the HTML page (default 20)")
     p.set_defaults(func=cmd_similarity)

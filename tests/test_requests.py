@@ -3,6 +3,7 @@ learner asks about one item of their own graded row; staff (instructors and grad
 request with points is a hand score in the gradebook's one total; everything is logged, who from the login."""
 from __future__ import annotations
 
+import copy
 import csv
 import http.cookiejar
 import json
@@ -14,6 +15,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
 from jupyterhub.services.auth import HubOAuth
 from nbgrader.api import Gradebook
@@ -130,6 +132,83 @@ def test_an_accepted_request_with_points_is_a_hand_score_in_the_one_total(tmp_pa
         hand_score(tmp_path, "mal", CHAPTER.assignment, "test_softmax", 4.0)
     with pytest.raises(ValueError, match="no graded test_nothing"):
         hand_score(tmp_path, "mal", CHAPTER.assignment, "test_nothing", 1.0)
+
+
+def test_points_for_one_chapter_cannot_land_in_another(tmp_path, monkeypatch):
+    """Attack: a request logged with another chapter's check (a forged or edited log line)."""
+    _gradebook(tmp_path, monkeypatch)
+    with pytest.raises(ValueError, match="no graded test_softmax in 03"):
+        hand_score(tmp_path, "mal", find_chapter("03").assignment, "test_softmax", 3.0)
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """ada and ben hand in a notebook with one exercise wrong (a check fails) through the batch; staff
+    accept a request on that check with full points; the chapter is regraded (the same code); then ada
+    resubmits with the exercise deleted and ben with other code, and the batch grades them."""
+    from grader.authoring import samples
+    from grader.classroom.grading import autograde_class
+    from grader.classroom.regrade import regrade
+
+    root = tmp_path_factory.mktemp("judged")
+    inbox, course = root / "inbox", root / "course"
+    wrong = samples.partly_wrong(CHAPTER, mistakes=1)
+    for student in ("ada", "ben"):
+        (inbox / student).mkdir(parents=True)
+        nbformat.write(wrong, inbox / student / CHAPTER.notebook_name)
+    autograde_class(inbox, course, jobs=1, timeout=60, chapters=[CHAPTER], progress=False)
+    graded = _class_total(course, "ada")
+    check = next(p for p in graded.parts if p.state == AUTOMATIC and p.score < p.max_score)
+    for student in ("ada", "ben"):
+        hand_score(course, student, CHAPTER.assignment, check.name, check.max_score, request=f"r-{student}")
+    accepted = {s: _class_total(course, s) for s in ("ada", "ben")}
+    regrade(course, CHAPTER, jobs=1, timeout=60, reason="the same code again")
+    regraded = {s: _class_total(course, s) for s in ("ada", "ben")}
+    exercise = samples.wrong_variants(CHAPTER)[0].exercise
+    deleted = copy.deepcopy(wrong)
+    deleted.cells = [c for c in deleted.cells if c.metadata.get("nbgrader", {}).get("grade_id") != exercise]
+    nbformat.write(deleted, inbox / "ada" / CHAPTER.notebook_name)
+    other = copy.deepcopy(wrong)
+    cell = next(c for c in other.cells if c.metadata.get("nbgrader", {}).get("grade_id") == exercise)
+    cell.source += "\n# looked at it again"
+    nbformat.write(other, inbox / "ben" / CHAPTER.notebook_name)
+    autograde_class(inbox, course, jobs=1, timeout=60, chapters=[CHAPTER], progress=False)
+    return {"course": course, "check": check, "graded": graded, "accepted": accepted, "regraded": regraded,
+            "after": {s: _class_total(course, s) for s in ("ada", "ben")}}
+
+
+def _class_total(course: Path, student: str) -> Total:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return chapter_total(gb, student, CHAPTER.assignment)
+
+
+def _score_of(total: Total, name: str) -> float:
+    return next(p.score for p in total.parts if p.name == name)
+
+
+def test_accepted_points_stay_with_the_code_they_judged_when_it_is_graded_again(judged):
+    check, graded = judged["check"], judged["graded"]
+    for student in ("ada", "ben"):
+        accepted, regraded = judged["accepted"][student], judged["regraded"][student]
+        assert accepted.score == graded.score - check.score + check.max_score
+        assert regraded.score == accepted.score and _score_of(regraded, check.name) == check.max_score
+
+
+def test_accepted_points_do_not_follow_a_resubmission_with_the_exercise_deleted_or_other_code(judged):
+    """Attacks: the points carried to a resubmission (other code), to a deleted exercise; where the harm
+    happens, the gradebook's one total after the batch."""
+    from grader.classroom.handgrades import FOLDER, _record
+
+    check = judged["check"]
+    for student in ("ada", "ben"):
+        after = judged["after"][student]
+        assert _score_of(after, check.name) == (0.0 if student == "ada" else check.score)  # the test's, not the points
+        assert after.score < judged["accepted"][student].score
+        released = _record(judged["course"] / FOLDER, student, CHAPTER.assignment)["released"]
+        assert [(r["grade_id"], r["score"], r["request"]) for r in released] == [
+            (check.name, check.max_score, f"r-{student}")]
+    rows = {r["student_id"]: r for r in csv.DictReader((judged["course"] / "grades.csv").open())}
+    assert float(rows["ada"]["score"]) == judged["after"]["ada"].score  # the CSV agrees
 
 
 # ---------------------------------------------------------------- the web routes

@@ -127,7 +127,9 @@ def test_json_lists_every_pair_highest_first(tmp_path, capsys):
                 "d": {}}
     bench.write_class(tmp_path, CHAPTER, learners)
     assert main(["similarity", "02", "--course-dir", str(tmp_path), "--json"]) == 0
-    pairs = json.loads(capsys.readouterr().out)
+    found = json.loads(capsys.readouterr().out)
+    assert found["groups"] == [] and found["notes"] == []
+    pairs = found["pairs"]
     assert len(pairs) == 6 and [p["score"] for p in pairs] == sorted((p["score"] for p in pairs), reverse=True)
     assert set(pairs[0]) == {"a", "b", "score", "exercises"} and {pairs[0]["a"], pairs[0]["b"]} == {"a", "b"}
     assert set(pairs[0]["exercises"]) == {"softmax", "scaled_dot_product_attention", "SelfAttention",
@@ -197,3 +199,73 @@ def test_the_corpus_has_five_independent_answers_per_exercise():
         authors = [a for a in answers if not a.startswith(bench.COPY)]
         items = {i for a in authors for i in answers[a]}
         assert len(authors) >= 5 and all(all(i in answers[a] for a in authors) for i in items), chapter
+
+
+# ---------------------------------------------------------------- one learner cannot stop the report
+
+def test_a_huge_answer_is_capped_and_the_learner_named(tmp_path):
+    """Attack: an answer cell of distinct constants (under the 20 MB notebook limit)."""
+    from grader.classroom.similarity import MAX_ANSWER
+
+    learners = {"a": {"softmax": SOFTMAX}, "b": {"softmax": SOFTMAX}, "c": {}}
+    learners["big"] = {"softmax": bench.huge_answer(0.5), "scaled_dot_product_attention": PAIR_ONLY}
+    result = _class(tmp_path, learners)
+    assert f"big: softmax is {len(bench.huge_answer(0.5)):,} characters; only its first {MAX_ANSWER:,} compared" \
+        in result.notes
+    assert sum(map(len, result.learners["big"].texts["softmax"].units)) <= MAX_ANSWER
+    assert {(p.a, p.b) for p in result.pairs if p.score > 0.5} == {("a", "b")}  # the class's report as it was
+
+
+def test_the_pair_sums_grow_with_the_fingerprints_not_learners_times_fingerprints():
+    """Attack: one learner with 200,000 distinct fingerprints in a class of 100 (a dense learners x
+    fingerprints matrix: 160 MB per copy)."""
+    import tracemalloc
+
+    from grader.classroom.similarity import Learner, compare
+    from grader.classroom.similarity_normalise import Text
+
+    learners = {f"l{i:03d}": Learner(f"l{i:03d}", {"softmax": Text([], False, {7: {1}, 8: {1}, i: {1}})})
+                for i in range(100)}
+    learners["l000"].texts["softmax"].prints.update({10_000 + h: {1} for h in range(200_000)})
+    tracemalloc.start()
+    pairs, _, _ = compare(learners, {"softmax": "code"})
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(pairs) == 4950 and peak < 60_000_000
+
+
+NESTED = "def softmax(x, dim=-1):\n    return " + "(" * 5000 + "x" + ")" * 5000 + "\n" + "".join(
+    " " * i + "if x:\n" for i in range(1, 400)) + " " * 400 + "pass\n"
+
+
+def test_deeply_nested_code_and_odd_cells_are_compared_or_named_never_a_crash(tmp_path, capsys):
+    """Attacks: nesting that exhausts ast's recursion, a grade_id that is a list, cells that are not a list."""
+    bench.write_class(tmp_path, CHAPTER, {"a": {"softmax": SOFTMAX}, "b": {"softmax": SOFTMAX},
+                                          "deep": {"softmax": NESTED}})
+    for name, cells in (("listed", [{"cell_type": "code", "metadata": {"nbgrader": {"solution": True, "grade_id": [1]}},
+                                     "source": "x"}]), ("nulled", None)):
+        folder = tmp_path / "submitted" / name / CHAPTER.assignment
+        folder.mkdir(parents=True)
+        (folder / CHAPTER.notebook_name).write_text(json.dumps({"nbformat": 4, "cells": cells}))
+    assert main(["similarity", "02", "--course-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "4 learners" in out and "nulled: self_attention.ipynb unreadable (TypeError), left out" in out
+    assert "listed: a cell could not be read (TypeError), left out" in out
+
+
+def test_a_group_that_hands_in_the_same_code_is_shown_as_a_group(tmp_path, capsys):
+    """Five learners hand in one author's text word for word among five independent writers: rarity
+    weighting scores each of their pairs well below 1, so the group is shown as a group (table, JSON, page)."""
+    learners = {k: v for k, v in bench.corpus(CHAPTER).items() if not k.startswith(bench.COPY)}
+    members = ["ben"] + [f"g{i}<b>" for i in range(4)]
+    learners.update({name: dict(learners["ben"]) for name in members[1:]})
+    bench.write_class(tmp_path, CHAPTER, learners)
+    result = similarity(tmp_path, CHAPTER)
+    assert all(p.score < 0.8 for p in result.pairs)  # what the pairs alone said
+    assert [g.members for g in result.groups] == [tuple(sorted(members))] and result.groups[0].share >= 0.8
+    assert main(["similarity", "02", "--course-dir", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["groups"][0]["members"] == sorted(members)
+    assert main(["similarity", "02", "--course-dir", str(tmp_path)]) == 0
+    assert f"share {result.groups[0].share:.2f}: ben, g0<b>, g1<b>, g2<b>, g3<b> (softmax" in capsys.readouterr().out
+    page = render(result)
+    assert 'id="groups"' in page and "g0&lt;b&gt;" in page and "g0<b>" not in page

@@ -11,6 +11,12 @@ hash kept from the autograde whose text the instructor graded:
   graded (or scores 0, nbgrader's rule, when it is back to the released text). The history shows under the
   answer in Formgrader (a rubric-marked cell: never in a learner's feedback).
 
+Points a regrade request gave a check (grader.classroom.requests: `manual_score` on a hidden-test cell,
+which nbgrader also keeps across autogrades) belong to the code they judged: at every autograde the
+learner's code (every code cell but the hidden tests) is hashed; points given for other code than the
+attempt now graded (a resubmission, the exercise deleted) move to the record's `released` list, and the
+check scores what its test gives again. The same code graded again (`grader regrade`) keeps them.
+
 The hashes and history live in the course directory, `hand-grades/<assignment>/<hash of student>.json`
 (one file per learner and chapter, written whole), not in the gradebook: nbgrader's Grade and Comment
 rows have no spare field, and a table of our own would need a migration nbgrader's alembic does not know.
@@ -42,20 +48,72 @@ def record_path(folder: str | Path, student: str, assignment: str) -> Path:
     return Path(folder) / assignment / f"{hashlib.sha256(student.encode()).hexdigest()[:32]}.json"
 
 
-def load(folder: str | Path, student: str, assignment: str) -> dict:
-    """grade_id -> {"digest": the answer's hash at the last autograde, "history": earlier hand grades}."""
+def _record(folder: str | Path, student: str, assignment: str) -> dict:
+    """The learner's record of the chapter: "answers", "code" (the hash of the code last autograded),
+    "points" (grade_id -> the regrade points given and the code's hash they judged), "released"."""
     try:
-        return json.loads(record_path(folder, student, assignment).read_text())["answers"]
-    except (OSError, ValueError, KeyError):
+        record = json.loads(record_path(folder, student, assignment).read_text())
+        return record if isinstance(record, dict) else {}
+    except (OSError, ValueError):
         return {}
 
 
-def save(folder: str | Path, student: str, assignment: str, answers: dict) -> None:
+def load(folder: str | Path, student: str, assignment: str) -> dict:
+    """grade_id -> {"digest": the answer's hash at the last autograde, "history": earlier hand grades}."""
+    answers = _record(folder, student, assignment).get("answers", {})
+    return answers if isinstance(answers, dict) else {}
+
+
+def save(folder: str | Path, student: str, assignment: str, answers: dict | None = None, **rest) -> None:
+    """The record written whole: `answers` and any of the other keys given replace theirs."""
+    record = _record(folder, student, assignment)
+    record.update({"student": student, "assignment": assignment, **rest})
+    if answers is not None:
+        record["answers"] = answers
     path = record_path(folder, student, assignment)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_suffix(".tmp")
-    temp.write_text(json.dumps({"student": student, "assignment": assignment, "answers": answers}, indent=1))
+    temp.write_text(json.dumps(record, indent=1))
     os.replace(temp, path)
+
+
+def code_digest(cells) -> str:
+    """The learner's code as graded: every code cell but the hidden tests (nbgrader puts those back)."""
+    def test(cell) -> bool:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        return isinstance(meta, dict) and bool(meta.get("grade")) and not meta.get("solution")
+
+    return digest("\n\x1f\n".join(c.get("source", "") for c in cells if c.get("cell_type") == "code" and not test(c)))
+
+
+def keep_points(folder: str | Path, student: str, assignment: str, grade_id: str, points: float,
+                request: str = "") -> None:
+    """Regrade points given to a check, bound to the code last autograded (none known: released at the
+    next autograde, whatever its code)."""
+    record = _record(folder, student, assignment)
+    kept = record.get("points") if isinstance(record.get("points"), dict) else {}
+    kept[grade_id] = {"code": record.get("code"), "score": points, "request": request,
+                      "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    save(folder, student, assignment, points=kept)
+
+
+def bind_points(gradebook, folder: str | Path, student: str, assignment: str, notebook: str, code: str) -> list:
+    """At autograde: regrade points given for other code than `code` (the attempt graded now) taken off
+    their check; returns what was released."""
+    record = _record(folder, student, assignment)
+    kept = record.get("points") if isinstance(record.get("points"), dict) else {}
+    released = record.get("released") if isinstance(record.get("released"), list) else []
+    now = []
+    for grade_id, given in list(kept.items()):
+        if given.get("code") is not None and given.get("code") == code:
+            continue
+        grade = gradebook.find_grade(grade_id, notebook, assignment, student)
+        grade.manual_score = None
+        now.append({"grade_id": grade_id, **given, "until": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        del kept[grade_id]
+    gradebook.db.commit()
+    save(folder, student, assignment, code=code, points=kept, released=released + now)
+    return now
 
 
 def bind(gradebook, folder: str | Path, student: str, assignment: str, notebook: str,
@@ -108,10 +166,12 @@ class BindHandGrades(NbGraderPreprocessor):
         meta = resources["nbgrader"]
         answers = {c.metadata.nbgrader["grade_id"]: c.source for c in nb.cells
                    if is_answer_cell(c) and c.metadata.nbgrader.get("grade")}
-        if not answers or not self.folder:
+        if not self.folder:
             return nb, resources
         with Gradebook(meta["db_url"]) as gb:
-            kept = bind(gb, self.folder, meta["student"], meta["assignment"], meta["notebook"], answers)
+            who = (self.folder, meta["student"], meta["assignment"], meta["notebook"])
+            bind_points(gb, *who, code_digest(nb.cells))
+            kept = bind(gb, *who, answers) if answers else {}
         cells = []
         for cell in nb.cells:
             cells.append(cell)

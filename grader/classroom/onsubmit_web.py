@@ -195,11 +195,11 @@ class Answer(Page):
 
             def apply(request, score):
                 asked = next((e for e in self.service.ledger.of(request.student) if e.key == request.key), None)
-                if asked is not None and not asked.counted:  # the gradebook holds another attempt
-                    raise ValueError(f"the request is about an attempt the gradebook does not hold ({asked.id}): "
-                                     "decline it, or accept it without points")
+                if asked is None or not asked.counted:  # the gradebook holds another attempt (or none known)
+                    raise ValueError(f"the request is about an attempt the gradebook does not hold "
+                                     f"({asked.id if asked else request.key}): decline it, or accept it without points")
                 return hand_score(self.service.course_dir, request.student, request.assignment, request.item, score,
-                                  late)
+                                  late, request.id)
 
             await ioloop.IOLoop.current().run_in_executor(None, lambda: self.requests().answer(
                 request_id, decision, reason, self.name, points, apply))

@@ -25,6 +25,7 @@ from grader.boundary.score import shown
 from grader.chapters import find_chapter
 from grader.classroom import locks
 from grader.classroom.export import write_course_csv
+from grader.classroom.handgrades import FOLDER, keep_points
 from grader.classroom.ledger import GRADED, STATE_DIR, Entry, now
 from grader.classroom.submitpolicy import PER_CHAPTER
 from grader.classroom.total import settle
@@ -161,9 +162,11 @@ class Requests:
 
 
 def hand_score(course_dir: str | Path, student: str, assignment: str, item: str, points: float,
-               late=None) -> list[dict]:
+               late=None, request: str = "") -> list[dict]:
     """`points` as the hand score of `item` in the learner's gradebook submission (nbgrader's manual_score,
-    as Formgrader's hand grade), the late penalty settled and grades.csv rewritten; what changed."""
+    as Formgrader's hand grade), the late penalty settled and grades.csv rewritten; what changed. A check's
+    points belong to the code the gradebook holds now (grader.classroom.handgrades.keep_points): the next
+    autograde of other code takes them off; a written answer's belong to its text, as any hand grade."""
     from nbgrader.api import Gradebook, MissingEntry
 
     from grader.coursedir import database_of  # lazy: coursedir imports recording, which imports the class
@@ -180,6 +183,8 @@ def hand_score(course_dir: str | Path, student: str, assignment: str, item: str,
         old = grade.manual_score if grade.manual_score is not None else grade.auto_score
         grade.manual_score, grade.needs_manual_grade = float(points), False
         gb.db.commit()
+        if grade.cell.cell_type == "code":
+            keep_points(Path(course_dir) / FOLDER, student, assignment, item, float(points), request)
         total = settle(gb, student, assignment, late)
         write_course_csv(gb, Path(course_dir) / "grades.csv", late)
     return [{"item": item, "old": old, "new": float(points), "total": total.score if total else None}]

@@ -29,6 +29,8 @@ from grader.classroom.similarity_normalise import Text, code_text, prose_text
 
 FOLDERS = ("originals", "submitted", "autograded", "lms")  # where a learner's notebook is looked for, in order
 MAX_BYTES = 20_000_000  # a notebook larger than this is not read (noted)
+GROUP_SHARE = 0.5  # a group is shown when at least this share of its members' answers is theirs alone
+MAX_ANSWER = 100_000  # characters of one answer compared (the rest noted): one learner cannot stop the report
 WEIGHTING = ("Shared fragments are weighed by rarity: a fragment written by df of the N learners counts "
              "ln((N+1)/df), so what most of the class writes (the skeleton is removed first) counts little; "
              "1.0 means the two share everything and nobody else wrote it.")
@@ -49,6 +51,15 @@ class Pair:
 
 
 @dataclass
+class Group:
+    """Three or more learners who hand in the same fragments nobody else wrote (rarity weighting scores
+    each of their pairs lower the more of them there are: the group is shown as a group)."""
+    members: tuple[str, ...]
+    share: float  # of what each member wrote (beyond the release), on average, the part exactly these wrote
+    exercises: tuple[str, ...]  # where they share it
+
+
+@dataclass
 class Result:
     chapter: Chapter
     items: dict[str, str]  # grade_id -> "code" or "written", in notebook order
@@ -56,6 +67,7 @@ class Result:
     pairs: list[Pair]
     weights: dict[str, dict[int, float]]  # grade_id -> fingerprint -> weight (0..1 of the pair-only weight)
     notes: list[str]
+    groups: list[Group] = field(default_factory=list)
 
 
 def _source(cell) -> str:
@@ -148,51 +160,90 @@ def read_learner(name: str, path: Path, release: Release) -> tuple[Learner | Non
         return None, [f"{name}: {path.name} unreadable ({type(err).__name__}), left out"]
     notes = []
     for cell in cells:
+        grade_id = None
         try:
             grade_id = _grade_id(cell) if isinstance(cell, dict) else None
             kind = release.items.get(grade_id)
             if kind is None or grade_id in learner.texts:
                 continue
-            if kind == "code" and cell.get("cell_type") == "code":
-                learner.texts[grade_id] = code_text(_source(cell), release.fixed)
-            elif kind == "written" and cell.get("cell_type") == "markdown":
-                learner.texts[grade_id] = prose_text(_source(cell))
+            wanted = {"code": "code", "written": "markdown"}[kind]
+            if cell.get("cell_type") != wanted:
+                continue
+            source = _source(cell)
+            if len(source) > MAX_ANSWER:
+                notes.append(f"{name}: {grade_id} is {len(source):,} characters; only its first {MAX_ANSWER:,} "
+                             "compared")
+                source = source[:MAX_ANSWER].rsplit("\n", 1)[0]
+            learner.texts[grade_id] = code_text(source, release.fixed) if kind == "code" else prose_text(source)
         except Exception as err:  # noqa: BLE001 (one odd cell: that answer left out, the rest read)
-            notes.append(f"{name}: a cell could not be read ({type(err).__name__})")
+            known = isinstance(grade_id, str) and grade_id in release.items  # never the learner's own text
+            where = grade_id if known else "a cell"
+            notes.append(f"{name}: {where} could not be read ({type(err).__name__}), left out")
     for text in learner.texts.values():
         for printed in release.prints["written" if text.prose else "code"]:
             text.prints.pop(printed, None)
     return learner, notes
 
 
-def compare(learners: dict[str, Learner], items: dict[str, str]) -> tuple[list[Pair], dict[str, dict[int, float]]]:
-    """Every pair's score per item and overall (see the module's docstring), highest first."""
+def compare(learners: dict[str, Learner], items: dict[str, str]) -> tuple[list[Pair], dict[str, dict[int, float]],
+                                                                       list[Group]]:
+    """Every pair's score per item and overall (see the module's docstring), highest first; the groups.
+
+    An inverted index (fingerprint -> the learners who wrote it), not a learners x fingerprints matrix:
+    memory grows with the fingerprints that exist. A fingerprint one learner wrote adds to that learner's
+    mass only; the others are summed per set of learners who share them, so the pair sums cost the
+    sets, not the fingerprints."""
     names = sorted(learners)
     n = len(names)
     best = math.log((n + 1) / 2) if n > 1 else 1.0  # the weight of a fragment only one pair wrote
-    shared_total, mass_total = np.zeros((n, n)), np.zeros((n, n))
-    per_item, weights = {}, {}
+    shared_total, mass_total, written = np.zeros((n, n)), np.zeros((n, n)), np.zeros(n)
+    per_item, weights, together = {}, {}, {}
     for item in items:
-        sets = [set(learners[name].texts[item].prints) if item in learners[name].texts else set() for name in names]
-        index = {h: i for i, h in enumerate(sorted(set().union(*sets)))}
-        present = np.zeros((n, len(index)))
-        for row, prints in enumerate(sets):
-            present[row, [index[h] for h in prints]] = 1.0
-        df = present.sum(axis=0)
-        w = np.log((n + 1) / np.maximum(df, 1))
-        weights[item] = {h: float(w[i] / best) for h, i in index.items()}
-        shared = (present * w) @ present.T
-        sizes = present.sum(axis=1)
+        holders: dict[int, list[int]] = {}
+        sizes = np.zeros(n)
+        for row, name in enumerate(names):
+            text = learners[name].texts.get(item)
+            if text is not None:
+                sizes[row] = len(text.prints)
+                for printed in text.prints:
+                    holders.setdefault(printed, []).append(row)
+        sets: dict[tuple[int, ...], float] = {}
+        weights[item] = {}
+        for printed, rows in holders.items():
+            w = math.log((n + 1) / len(rows))
+            weights[item][printed] = w / best
+            if len(rows) > 1:
+                sets[tuple(rows)] = sets.get(tuple(rows), 0.0) + w
+            if 3 <= len(rows) <= max(6, n // 10):  # a group, not what much of the class writes
+                counts = together.setdefault(tuple(rows), {})
+                counts[item] = counts.get(item, 0) + 1
+        shared = np.zeros((n, n))
+        for rows, w in sets.items():
+            shared[np.ix_(rows, rows)] += w
         mass = best * (sizes[:, None] + sizes[None, :]) / 2
         per_item[item] = np.divide(shared, mass, out=np.zeros_like(shared), where=mass > 0)
         shared_total += shared
         mass_total += mass
+        written += sizes
     overall = np.divide(shared_total, mass_total, out=np.zeros_like(shared_total), where=mass_total > 0)
     pairs = [Pair(names[i], names[j], round(min(1.0, float(overall[i, j])), 4),
                   {item: round(min(1.0, float(per_item[item][i, j])), 4) for item in items})
              for i in range(n) for j in range(i + 1, n)]
     pairs.sort(key=lambda p: (-p.score, p.a, p.b))
-    return pairs, weights
+    return pairs, weights, _groups(names, together, written)
+
+
+def _groups(names: list[str], together: dict[tuple[int, ...], dict[str, int]], written) -> list[Group]:
+    """The sets of learners who alone wrote at least GROUP_SHARE of what each wrote, largest sets first,
+    a set inside a larger one shown left out; highest share first."""
+    found = []
+    for rows, counts in sorted(together.items(), key=lambda kv: -len(kv[0])):
+        mean = float(np.mean([written[r] for r in rows]))
+        share = sum(counts.values()) / mean if mean else 0.0
+        if share >= GROUP_SHARE and not any(set(rows) <= set(g) for g, _, _ in found):
+            found.append((rows, share, tuple(counts)))
+    return sorted((Group(tuple(names[r] for r in rows), round(min(1.0, share), 4), items)
+                   for rows, share, items in found), key=lambda g: (-g.share, g.members))
 
 
 def similarity(course_dir: str | Path, chapter: Chapter) -> Result:
@@ -212,12 +263,24 @@ def similarity(course_dir: str | Path, chapter: Chapter) -> Result:
         notes += said
         if learner is not None:
             learners[name] = learner
-    pairs, weights = compare(learners, release.items)
-    return Result(chapter, release.items, learners, pairs, weights, notes)
+    pairs, weights, groups = compare(learners, release.items)
+    return Result(chapter, release.items, learners, pairs, weights, notes, groups)
 
 
-def as_json(result: Result) -> list[dict]:
-    return [{"a": p.a, "b": p.b, "score": p.score, "exercises": p.exercises} for p in result.pairs]
+def as_json(result: Result) -> dict:
+    return {"pairs": [{"a": p.a, "b": p.b, "score": p.score, "exercises": p.exercises} for p in result.pairs],
+            "groups": [{"members": list(g.members), "share": g.share, "exercises": list(g.exercises)}
+                       for g in result.groups],
+            "notes": result.notes}
+
+
+GROUPS = (f"Groups: three or more learners who alone wrote at least {GROUP_SHARE:.0%} of what each of them wrote "
+          "(beyond the release); rarity weighting scores each of their pairs lower the more of them there are.")
+
+
+def format_groups(result: Result) -> list[str]:
+    return ["", GROUPS] + [f"  share {g.share:.2f}: {', '.join(map(_printable, g.members))} "
+                           f"({', '.join(g.exercises)})" for g in result.groups] if result.groups else []
 
 
 def _printable(name: str) -> str:
@@ -234,4 +297,4 @@ def format_table(result: Result, top: int = 20) -> str:
     for p in result.pairs[:top]:
         lines.append(f"{_printable(p.a):<{width}}  {_printable(p.b):<{width}}  {p.score:5.2f}  "
                      + "  ".join(f"{p.exercises[i]:>10.2f}" for i in items))
-    return "\n".join(lines + [f"note: {_printable(n)}" for n in result.notes])
+    return "\n".join(lines + format_groups(result) + [f"note: {_printable(n)}" for n in result.notes])

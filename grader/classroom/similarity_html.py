@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from grader.classroom.similarity import WEIGHTING, Result
+from grader.classroom.similarity import GROUPS, WEIGHTING, Result
 from grader.classroom.similarity_normalise import Text
 
 CSP = ("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
@@ -55,6 +55,10 @@ def render(result: Result, top: int = 20) -> str:
            f"reason to look, not a finding.</p>",
            "<table><tr><th>learner a</th><th>learner b</th><th>score</th>"
            + "".join(f"<th>{esc(i)}</th>" for i in result.items) + f"</tr>{rows}</table>"]
+    if result.groups:
+        out.append(f'<h2 id="groups">Groups</h2><p>{esc(GROUPS)}</p><ul>' + "".join(
+            f"<li>share {g.share:.2f}: {esc(', '.join(g.members))} ({esc(', '.join(g.exercises))})</li>"
+            for g in result.groups) + "</ul>")
     for n, p in enumerate(pairs):
         a, b = result.learners[p.a], result.learners[p.b]
         out.append(f'<h2 id="pair{n}">{esc(p.a)} and {esc(p.b)}: {p.score:.2f}</h2><table>')
