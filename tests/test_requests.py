@@ -211,6 +211,37 @@ def test_accepted_points_do_not_follow_a_resubmission_with_the_exercise_deleted_
     assert float(rows["ada"]["score"]) == judged["after"]["ada"].score  # the CSV agrees
 
 
+def test_a_request_shows_the_items_score_now_the_answer_or_the_message_and_its_formgrader_page(judged, capsys):
+    """Issue 45: staff answer a request with its context, on the class page and in `grader requests`."""
+    from grader.classroom.onsubmit_pages import class_page
+    from grader.classroom.requests import contexts
+    from grader.cli import main
+
+    course, total = judged["course"], judged["after"]["ada"]
+    written = next(p for p in total.parts if p.state != AUTOMATIC)
+    entry = _entry(student="ada", counted=True)
+    entry.checks[0]["error"] = "FAIL <b>the mean</b>\x1b[2J"
+    book = Requests(course)
+    check, answer = (book.ask(entry, "ada", item, "look", total=total) for item in ("test_softmax", written.name))
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        page_id = gb.find_submission_notebook(CHAPTER.name, CHAPTER.assignment, "ada").id
+    nb = nbformat.read(course / "autograded" / "ada" / CHAPTER.assignment / CHAPTER.notebook_name, as_version=4)
+    text = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == written.name)
+    found = contexts(course, book.all(), [entry], {("ada", CHAPTER.assignment): total})
+    link = f"services/formgrader/formgrader/submissions/{page_id}/?index=0"
+    assert (found[check.id].score, found[check.id].said, found[check.id].formgrader) == (
+        f"{_score_of(total, 'test_softmax'):g} / 2", "FAIL <b>the mean</b>\x1b[2J", link)
+    now = "pending" if written.score is None else f"{written.score:g} / {written.max_score:g}"
+    assert (found[answer.id].score, found[answer.id].said) == (now, text[:600])
+    ledger = Ledger(course)
+    ledger.put(entry)
+    page = class_page(ledger, {}, "/services/grading/", requests=book.all(), contexts=found)
+    assert f'<a href="/{link}">Formgrader</a>' in page and "FAIL &lt;b&gt;the mean&lt;/b&gt;" in page
+    assert main(["requests", "--course-dir", str(course)]) == 0
+    out = capsys.readouterr().out
+    assert f"now {found[check.id].score}: FAIL <b>the mean</b> [2J · Formgrader: /{link}" in out and "\x1b" not in out
+
+
 # ---------------------------------------------------------------- the web routes
 
 class Client:
@@ -375,6 +406,10 @@ def test_points_go_to_the_attempt_the_gradebook_holds_only(site, monkeypatch):
                       _xsrf=token).status == 303
     assert scored == [("mal", CHAPTER.assignment, "test_softmax", 2.0)]
     assert [r.answered_by for r in Requests(svc.course_dir).of()] == ["", "prof"]
+    unknown = book.ask(_entry(tag="unknown", counted=True), "mal", "test_softmax", "an attempt the ledger lacks")
+    assert status_of(lambda: staff.post(f"/requests/{unknown.id}/answer", decision="accept", points="2", reason="",
+                                        _xsrf=token)) == 400
+    assert len(scored) == 1 and Requests(svc.course_dir).of()[2].status == OPEN
 
 
 def test_a_chinese_learner_page_asks_and_answers_in_chinese(tmp_path):

@@ -186,17 +186,29 @@ def _answer_form(request, base: str, xsrf: str) -> str:
             '</label><button type="submit">answer</button></form>')
 
 
-def _requests_section(requests: list, base: str, xsrf: str) -> str:
-    """Every regrade request, open ones first, each open one with its answer form."""
-    ordered = sorted(requests, key=lambda r: (r.status != OPEN, r.asked_at))
+def _context_cells(context, base: str) -> str:
+    """The item's score now, the check's message or the learner's answer (text), the Formgrader link."""
+    if context is None:
+        return "<td></td><td></td>"
+    root = base[:base.index("services/")] if "services/" in base else "/"  # the hub's root
+    link = f' <a href="{escape(root + context.formgrader)}">Formgrader</a>' if context.formgrader else ""
+    return f"<td>{escape(context.score)}{link}</td><td class=\"note\"><pre>{escape(context.said)}</pre></td>"
+
+
+def _requests_section(requests: list, base: str, xsrf: str, contexts: dict | None = None) -> str:
+    """Every regrade request, open ones first, each with its context (grader.classroom.requests.contexts) and
+    each open one with its answer form."""
+    ordered, contexts = sorted(requests, key=lambda r: (r.status != OPEN, r.asked_at)), contexts or {}
     rows = "".join(f"<tr><td>{escape(r.student)}</td><td>{escape(r.assignment)}</td><td>{escape(r.item)}</td>"
+                   f"{_context_cells(contexts.get(r.id), base)}"
                    f'<td class="note">{escape(r.note)}</td><td>{_when(r.asked_at)}</td>'
                    f"<td>{escape(r.status)}</td><td>"
                    + (_answer_form(r, base, xsrf) if r.status == OPEN else
                       escape(f"{r.answered_by}: {r.reason}" + (f" (points {r.points:g})" if r.points is not None
                                                                else "")))
                    + "</td></tr>" for r in ordered)
-    table = ("<table><tr><th>learner</th><th>chapter</th><th>item</th><th>note</th><th>asked</th><th>status</th>"
+    table = ("<table><tr><th>learner</th><th>chapter</th><th>item</th><th>score now</th>"
+             "<th>the check's message or the answer</th><th>note</th><th>asked</th><th>status</th>"
              f"<th>answer</th></tr>{rows}</table>") if rows else "<p>none</p>"
     return f"<h2>Regrade requests</h2><p>{sum(r.status == OPEN for r in requests)} open.</p>{table}"
 
@@ -209,13 +221,13 @@ def _accommodations_section(accommodations: dict) -> str:
 
 def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", problem: str | None = None,
                batch: dict | None = None, requests: list | None = None, accommodations: dict | None = None,
-               xsrf: str = "") -> str:
+               xsrf: str = "", contexts: dict | None = None) -> str:
     """The instructor's view: the queue; per learner and chapter the gradebook's total (grader.classroom.total:
     hand grades, regrades, learners graded in batch), else the counted attempt's score, linked to its
     feedback (`batch`: (student, assignment) -> the feedback file of a learner graded in batch, served by
     batch_key); held, refused and failed submissions; `problem`: the term file's error, while it has one;
-    the regrade requests (grader.classroom.requests) with a form to answer each open one (`xsrf`: its token
-    field), and each learner's accommodations (grader.classroom.accommodations)."""
+    the regrade requests (grader.classroom.requests) with their `contexts` and a form to answer each open one
+    (`xsrf`: its token field), and each learner's accommodations (grader.classroom.accommodations)."""
     entries, totals, batch = ledger.of(), totals or {}, batch or {}
     waiting = [e for e in entries if e.status in (QUEUED, GRADING)]
     students = sorted({e.student for e in entries} | {s for s, _ in totals})
@@ -249,4 +261,5 @@ def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", probl
                 f"({sum(e.status == GRADING for e in waiting)} grading now).</p>"
                 f"<table><tr><th>learner</th>{head}</tr>{''.join(rows)}</table>"
                 f"<h2>Held, refused or failed</h2><ul>{failures or '<li>none</li>'}</ul>"
-                + _requests_section(requests or [], base, xsrf) + _accommodations_section(accommodations or {}))
+                + _requests_section(requests or [], base, xsrf, contexts)
+                + _accommodations_section(accommodations or {}))

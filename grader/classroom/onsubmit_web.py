@@ -25,7 +25,7 @@ from tornado import ioloop, web
 from grader.classroom.ledger import STATE_DIR, now
 from grader.classroom.onsubmit_pages import batch_feedback, batch_key, class_page, learner_page, message_page
 from grader.classroom.phrasebook import phrasebook
-from grader.classroom.requests import Requests, hand_score
+from grader.classroom.requests import Requests, contexts, hand_score
 from grader.classroom.visibility import learner_view, policy_for
 
 STRICT_CSP = ("sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
@@ -144,11 +144,13 @@ class ClassView(Page):
     def get(self):
         if not self.staff:
             raise web.HTTPError(403, "the class page is for the course's staff")
-        term = self.term()
+        term, totals, requests = self.term(), self.service.totals(), self.requests().of()
+        around = contexts(self.service.course_dir, requests, self.service.ledger.of(), totals)
         self.set_header("Content-Security-Policy", FORMS_CSP)
-        self.write(class_page(self.service.ledger, self.service.totals(), self.base, self.service.policy.problem,
-                              batch_feedback(self.service.course_dir), requests=self.requests().of(),
-                              accommodations=term.accommodations if term else {}, xsrf=self.xsrf_form_html()))
+        self.write(class_page(self.service.ledger, totals, self.base, self.service.policy.problem,
+                              batch_feedback(self.service.course_dir), requests=requests,
+                              accommodations=term.accommodations if term else {}, xsrf=self.xsrf_form_html(),
+                              contexts=around))
 
 
 class Ask(Page):

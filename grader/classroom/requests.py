@@ -188,3 +188,72 @@ def hand_score(course_dir: str | Path, student: str, assignment: str, item: str,
         total = settle(gb, student, assignment, late)
         write_course_csv(gb, Path(course_dir) / "grades.csv", late)
     return [{"item": item, "old": old, "new": float(points), "total": total.score if total else None}]
+
+
+FORMGRADER = "services/formgrader/formgrader/submissions/{id}/?index=0"  # the shared Formgrader, from the hub's root
+SAID_LIMIT = 600  # characters of a check's message or a written answer shown beside a request
+
+
+@dataclass
+class Context:
+    """What staff need beside a request: the item's score now, the check's message or the learner's answer
+    (a learner's words, shown as text), and the submission in Formgrader (a path from the hub's root)."""
+    score: str = ""
+    said: str = ""
+    formgrader: str = ""
+
+
+def _answer_text(course_dir: Path, student: str, assignment: str, item: str) -> str:
+    """A written answer as the gradebook's attempt holds it (the autograded notebook), else ""."""
+    path = Path(course_dir) / "autograded" / student / assignment / find_chapter(assignment).notebook_name
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        source = next(c["source"] for c in cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == item)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        return ""
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _submission_ids(course_dir: Path, wanted: set) -> dict:
+    """(student, assignment) -> the gradebook's submitted notebook id (Formgrader's submission page)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from grader.coursedir import database_of  # lazy: coursedir imports recording, which imports the class
+
+    url = database_of(course_dir)
+    path = locks.sqlite_path(url)
+    if path is not None and not path.is_file():  # nothing graded yet
+        return {}
+    found = {}
+    with Gradebook(url) as gb:
+        for student, assignment in wanted:
+            with contextlib.suppress(MissingEntry, ValueError):
+                notebook = find_chapter(assignment).name
+                found[(student, assignment)] = gb.find_submission_notebook(notebook, assignment, student).id
+    return found
+
+
+def contexts(course_dir: str | Path, requests: list[Request], entries: list[Entry], totals: dict) -> dict:
+    """request id -> Context, from the ledger's entries (the attempt asked about), the gradebook's totals
+    ((student, assignment) -> grader.classroom.total.Total) and the autograded notebooks."""
+    by_key = {e.key: e for e in entries}
+    ids = _submission_ids(Path(course_dir), {(r.student, r.assignment) for r in requests}) if requests else {}
+    found = {}
+    for r in requests:
+        entry, total = by_key.get(r.key), totals.get((r.student, r.assignment))
+        check = next((c for c in (entry.checks if entry else []) if c.get("name") == r.item), None)
+        part = next((p for p in total.parts if p.name == r.item), None) if total and entry and entry.counted \
+            else None
+        if part is not None:
+            score = "pending" if part.score is None else f"{part.score:g} / {part.max_score:g}"
+        elif check is not None:
+            score = f"{float(check.get('score') or 0):g} / {float(check.get('max_score') or 0):g}"
+        else:
+            score = ""
+        if check is not None:
+            said = str(check.get("error") or "passed")
+        else:
+            said = _answer_text(course_dir, r.student, r.assignment, r.item) if entry and entry.counted else ""
+        key = (r.student, r.assignment)
+        found[r.id] = Context(score, said[:SAID_LIMIT], FORMGRADER.format(id=ids[key]) if key in ids else "")
+    return found

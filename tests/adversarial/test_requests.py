@@ -23,6 +23,8 @@ browser, service = test_pages.browser, test_pages.service  # the pages' fixtures
 NOTE = (f'<img src="x" onerror="{pwn("note-img")}"><script>{pwn("note-script")}</script>'
         f'</td></tr></table><svg onload="{pwn("note-svg")}"></svg><a href="javascript:void(0)">click</a>')
 
+MESSAGE = f'FAIL </pre><img src="x" onerror="{pwn("message-img")}"><script>{pwn("message-script")}</script>'
+
 
 def _node(browser, selector: str) -> int:
     root = browser.send("DOM.getDocument", depth=-1)["root"]["nodeId"]
@@ -53,6 +55,8 @@ def _load(browser, url: str) -> None:
 def test_a_note_of_markup_posted_through_the_form_is_text_on_the_class_page(service, browser):
     svc, base = service
     entry = graded_entry(svc, tag="asked")
+    entry.checks[0]["error"] = MESSAGE  # what a check said, shown beside the request: the learner's code wrote it
+    svc.ledger.save()
     _load(browser, f"{base}/")
     assert _title(browser) == "Your submissions"
     browser.send("DOM.setAttributeValue", nodeId=_node(browser, "details"), name="open", value="")
@@ -71,6 +75,7 @@ def test_a_note_of_markup_posted_through_the_form_is_text_on_the_class_page(serv
     page = browser.send("DOM.getOuterHTML", nodeId=root)["outerHTML"]
     assert _title(browser) == "The class", _title(browser)  # no script ran
     assert html.escape(NOTE, quote=False) in page  # the note is text
+    assert html.escape(MESSAGE, quote=False) in page  # and the check's message beside it
     for tag in ("img", "script", "svg", "a[href^=javascript]"):
         assert browser.send("DOM.querySelectorAll", nodeId=root, selector=tag)["nodeIds"] == [], tag
     assert browser.send("DOM.querySelectorAll", nodeId=root, selector=f"form[action='/requests/{asked.id}/answer']"
