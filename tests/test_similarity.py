@@ -161,8 +161,10 @@ NAME = "x<img src=x onerror=\"document.title='PWNED'\">"
 
 def test_the_page_escapes_every_name_and_answer_and_runs_nothing(tmp_path):
     code = SOFTMAX + f"    # {ATTACK}\n"
-    result = _class(tmp_path / "course", {NAME: {"softmax": code}, "b": {"softmax": code}, "c": {}})
+    result = _class(tmp_path / "course", {NAME: {"softmax": code}, "b": {"softmax": code}, "d": {"softmax": code},
+                                          "c": {}})
     page = render(result)
+    assert [set(g.members) for g in result.groups] == [{NAME, "b", "d"}] and 'id="groups"' in page  # the name too
     assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
     assert "weighed by rarity" in page and "<mark" in page
