@@ -148,6 +148,22 @@ def test_wilson_interval():
             wilson_interval(*bad)
 
 
+def test_rank_test():
+    from course.toolkit.llama_modern import rank_test
+
+    # Exact two-sided p-values of the Wilcoxon-Mann-Whitney rank sum, counted by hand over the splits:
+    # complete separation of 5 and 5 is 2 of C(10, 5) = 252 splits; 2 against 2 is 2 of 6.
+    assert rank_test([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    assert rank_test([1, 2], [3, 4]) == pytest.approx(1 / 3)
+    # Ties share their mean rank: [1, 1] against [1, 2] ranks 2, 2 | 2, 4, and every split is as far from the
+    # centre 5 as the real one.
+    assert rank_test([1, 1], [1, 2]) == 1.0
+    # The sinusoids variant's steps in ablation.json: ties on the 50-step grid, 8 of 252 splits as extreme.
+    assert rank_test([300, 250, 250, 250, 250], [400, 300, 350, 300, 300]) == pytest.approx(8 / 252)
+    with pytest.raises(ValueError, match="at least one value"):
+        rank_test([], [1.0])
+
+
 def test_pad_counts_display_columns():
     from course.toolkit.llama_modern import display_width, pad
 

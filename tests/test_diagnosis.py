@@ -100,6 +100,12 @@ NAMED = [
     ("06", "label_smoothed_loss", "averages over the ignored rows too", "you averaged over all N rows"),
     ("07", "gelu", "x**2 in the cubic term", "(you used x**2)"),
     ("09", "RMSNorm", "sum of squares instead of the mean", "you used the SUM of squares"),
+    # issue 45: checks that named these with a plain fail(), which the graded report does not repeat
+    ("09", "repeat_kv", "`.repeat` tiles the heads (0, 1, 0, 1) instead of keeping each head's copies together",
+     "the kv heads are tiled"),
+    ("09", "sliding_window_mask", "off by one: t - s <= window (window + 1 keys)", "off by one"),
+    ("09", "sliding_window_mask", "tril(window) & triu(0): the window reaches into the future",
+     "your mask is transposed"),
 ]
 
 

@@ -258,7 +258,8 @@ class SwiGLUFeedForward(nn.Module):
         return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
 '''),
     # ---------------------------------------------------------------- repeat_kv
-    Variant("repeat_kv", "`.repeat` tiles the heads (0, 1, 0, 1) instead of repeating each in place", '''
+    Variant("repeat_kv", "`.repeat` tiles the heads (0, 1, 0, 1) instead of keeping each head's copies together",
+            '''
 def repeat_kv(x, n_rep):
     if x.dim() != 4 or n_rep < 1:
         raise ValueError("x should be (B, Hkv, T, Dh) and n_rep >= 1")
@@ -545,6 +546,45 @@ def sliding_window_mask(T, window, device=None):
     def forward(self, x):
         x = x + self.attn(self.attn_norm(x))
         return x + self.ffn(self.ffn_norm(x))
+'''),
+]
+
+# issue 46: mistakes the public checks answered with their expected and actual values; now they name them
+WRONG += [
+    Variant("RMSNorm", "divides by the standard deviation (x.std) instead of the root mean square", _RMS_INIT + '''
+    def forward(self, x):
+        if x.shape[-1] != self.weight.shape[0]:
+            raise ValueError("wrong size")
+        return x / (x.std(-1, keepdim=True) + self.eps) * self.weight
+'''),
+    Variant("SwiGLUFeedForward", "sigmoid gate instead of SiLU (GLU, not SwiGLU)", _SWIGLU_INIT + '''
+    def forward(self, x):
+        return self.w_down(torch.sigmoid(self.w_gate(x)) * self.w_up(x))
+'''),
+    Variant("repeat_kv", "kv heads in reversed order (the index counted down from the last head)", '''
+def repeat_kv(x, n_rep):
+    if x.dim() != 4 or n_rep < 1:
+        raise ValueError("x should be (B, Hkv, T, Dh) and n_rep >= 1")
+    H = x.shape[1] * n_rep
+    return x[:, torch.arange(H - 1, -1, -1, device=x.device) // n_rep]
+'''),
+    Variant("LlamaBlock", "one norm for both sublayers (attn_norm before the feed-forward block too)", _BLOCK_INIT + '''
+    def forward(self, x):
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.ffn(self.attn_norm(x))
+'''),
+    Variant("MoEFeedForward", "router softmax over the tokens (dim 0) instead of over the experts", _MOE_INIT + '''
+    def forward(self, x):
+        B, T, D = x.shape
+        tokens = x.reshape(-1, D)
+        logits = self.router(tokens)
+        top, chosen = logits.softmax(0).topk(self.top_k, dim=-1)
+        return self._mix(tokens, top / top.sum(-1, keepdim=True), chosen).reshape(B, T, D), logits
+'''),
+    Variant("load_balancing_loss", "P_e as the softmax of the mean logits (mean and softmax swapped)", _LB_CHECK + '''
+    probs = router_logits.softmax(-1)
+    counts = F.one_hot(probs.topk(top_k, dim=-1).indices, E).sum((0, 1)).float()
+    return E * (counts / N * router_logits.mean(0).softmax(-1)).sum()
 '''),
 ]
 

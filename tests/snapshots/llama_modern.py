@@ -79,6 +79,10 @@ class RMSNorm(_Reference):
         return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
 ''')),
 
+    stored("RMS_STD", "RMSNorm", rms,
+           catalogued("divides by the standard deviation (x.std) instead of the root mean square"),
+           says="you divided by the standard deviation"),
+
     stored("ROPE_COS_100", "rope_frequencies", rope_cos),
     stored("ROPE_SIN_100", "rope_frequencies", rope_sin),
     stored("ROPE_COS_INTERLEAVED", "rope_frequencies", rope_cos,
@@ -103,6 +107,9 @@ class RMSNorm(_Reference):
            says="SiLU belongs on the GATE branch"),
     stored("SWIGLU_AFTER", SWIGLU, swiglu, catalogued("SiLU after the product"),
            says="apply SiLU to w_gate(x) before multiplying"),
+    stored("SWIGLU_GELU", SWIGLU, swiglu, catalogued("GELU instead of SiLU"), says="this is a GELU gate"),
+    stored("SWIGLU_SIGMOID", SWIGLU, swiglu, catalogued("sigmoid gate instead of SiLU (GLU, not SwiGLU)"),
+           says="this is a sigmoid gate"),
 
     stored("GQA_OUT", GQA, gqa),
     stored("GQA_TILED", GQA, gqa, catalogued("kv heads tiled with .repeat (query head j uses kv head j % Hkv)"),
@@ -129,6 +136,9 @@ class GroupedQueryAttention(_Reference):
            says="attention and feed-forward both read the block's input"),
     stored("BLOCK_NO_FFN_RES", BLOCK, block, catalogued("no residual around the feed-forward block"),
            says="a residual connection is missing around the feed-forward block"),
+    stored("BLOCK_ONE_NORM", BLOCK, block,
+           catalogued("one norm for both sublayers (attn_norm before the feed-forward block too)"),
+           says="one norm serves both sublayers"),
 
     stored("MOE_OUT", MOE, lambda cls: moe(cls)[0][:, :, :3]),
     stored("MOE_LOGITS", MOE, lambda cls: moe(cls)[1]),
@@ -144,6 +154,9 @@ class GroupedQueryAttention(_Reference):
     stored("MOE_RAW_LOGITS", MOE, lambda cls: moe(cls)[0][:, :, :3],
            catalogued("routing weights from the raw logits (no softmax), renormalised"),
            says="the routing weights come from the softmax over ALL experts"),
+    stored("MOE_SOFTMAX_TOKENS", MOE, lambda cls: moe(cls)[0][:, :, :3],
+           catalogued("router softmax over the tokens (dim 0) instead of over the experts"),
+           says="the router's softmax ran over the TOKENS"),
 
     stored("LB_TOP1", LB, lb),
     stored("LB_TOP2", LB, lambda fn: lb(fn, 2)),
@@ -151,4 +164,7 @@ class GroupedQueryAttention(_Reference):
            says="f_e must count TOKENS"),
     stored("LB_MEAN_LOGITS", LB, lb, catalogued("P_e from the mean logits instead of the mean probabilities"),
            says="P_e is the mean of the softmax PROBABILITIES"),
+    stored("LB_SOFTMAX_MEAN", LB, lb,
+           catalogued("P_e as the softmax of the mean logits (mean and softmax swapped)"),
+           says="not the softmax of the mean logits"),
 ]

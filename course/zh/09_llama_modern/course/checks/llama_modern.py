@@ -18,6 +18,7 @@ from course.checks import (
     expect_tensor,
     expect_value_error,
     fail,
+    mistake,
     passed,
     public_check,
     tr,
@@ -84,6 +85,8 @@ def check_RMSNorm(cls) -> None:
             RMS_EPS_OUTSIDE,
         tr("you used the SUM of squares; RMSNorm uses their MEAN (divide by D)"): RMS_SUM,
         tr("the weight is missing: multiply by self.weight"): RMS_NO_WEIGHT,
+        tr("you divided by the standard deviation (x.std): RMSNorm divides by the root mean square, "
+           "sqrt(mean(x**2) + eps), which does not subtract the mean first"): RMS_STD,
     }, tr("RMSNorm(4) with weight [1, 0.5, -1, 2] on two rows (row 1 is tiny)"))
     batched = torch.stack([NORM_X, 2.0 * NORM_X.flip(0)])  # (B, T, D) = (2, 2, 4)
     if not close(norm(batched), _rms(batched, RMS_WEIGHT, 1e-6), atol=1e-5):
@@ -165,6 +168,9 @@ def check_SwiGLUFeedForward(cls) -> None:
     diagnose(out[0, :, :4], SWIGLU_OUT, {
         tr("SiLU belongs on the GATE branch: w_down(silu(w_gate(x)) * w_up(x))"): SWIGLU_UP,
         tr("apply SiLU to w_gate(x) before multiplying by w_up(x), not to the product"): SWIGLU_AFTER,
+        tr("this is a GELU gate (GeGLU); SwiGLU's gate is SiLU, silu(z) = z * sigmoid(z): F.silu"): SWIGLU_GELU,
+        tr("this is a sigmoid gate (GLU): SwiGLU's gate is SiLU, z * sigmoid(z), so multiply by w_gate(x) as well"):
+            SWIGLU_SIGMOID,
     }, tr("the first 4 output features, with fixed weights"))
     passed("SwiGLUFeedForward")
 
@@ -181,8 +187,11 @@ def check_repeat_kv(fn) -> None:
     expect_tensor(out, (1, 6, 1, 1), "repeat_kv(x (1, 2, 1, 1), 3)")
     heads = out.flatten().tolist()
     if heads == [10.0, 20.0, 10.0, 20.0, 10.0, 20.0]:
-        fail(tr("the kv heads are tiled (10, 20, 10, 20, ...), which is what .repeat does. Query heads 0..n_rep-1 "
-                "share kv head 0, so each kv head must be repeated IN PLACE: 10, 10, 10, 20, 20, 20"))
+        mistake(tr("the kv heads are tiled (10, 20, 10, 20, ...), which is what .repeat does. Query heads 0..n_rep-1 "
+                   "share kv head 0, so the copies of each kv head sit NEXT TO EACH OTHER: 10, 10, 10, 20, 20, 20"))
+    if heads == [20.0, 20.0, 20.0, 10.0, 10.0, 10.0]:
+        mistake(tr("the kv heads are in reversed order (20, 20, 20, 10, 10, 10): output head j is kv head j // n_rep, "
+                   "counted from head 0 up"))
     if heads != [10.0, 10.0, 10.0, 20.0, 20.0, 20.0]:
         fail(tr("repeat_kv([10, 20], 3) should give heads [10, 10, 10, 20, 20, 20]; got {heads}", heads=heads))
     expect_value_error(fn, x, 0, what="n_rep = 0")
@@ -213,8 +222,8 @@ def check_GroupedQueryAttention(cls) -> None:
         expect_tensor(out, (1, 3, 16), "GroupedQueryAttention(16, 4, 2, 8)(x (1, 3, 16))")
         _causal_probe(attn, "GroupedQueryAttention")
         diagnose(out[0, :, :4], GQA_OUT, {
-            tr("the kv heads are tiled (query head j uses kv head j % Hkv): use repeat_kv, which repeats each kv head "
-               "in place, so query heads 0 and 1 share kv head 0"): GQA_TILED,
+            tr("the kv heads are tiled (query head j uses kv head j % Hkv): use repeat_kv, which puts the copies of "
+               "each kv head next to each other, so query heads 0 and 1 share kv head 0"): GQA_TILED,
             tr("RoPE is applied to v too; rotate only q and k (positions only decide WHERE to look)"): GQA_ROPE_V,
             tr("no RoPE at all: rotate q and k with apply_rope(q, self.cos, self.sin)"): GQA_NO_ROPE,
             tr("only q is rotated: rotate k as well, or q.k no longer depends on the distance between them"):
@@ -261,6 +270,8 @@ def check_LlamaBlock(cls) -> None:
                "attention residual: x = x + attn(attn_norm(x)); x = x + ffn(ffn_norm(x))"): BLOCK_PARALLEL,
             tr("a residual connection is missing around the feed-forward block: x + ffn(ffn_norm(x))"):
                 BLOCK_NO_FFN_RES,
+            tr("one norm serves both sublayers: the feed-forward block reads ffn_norm(x), its own RMSNorm with its "
+               "own weight, not attn_norm(x)"): BLOCK_ONE_NORM,
         }, tr("the first 4 output features, with fixed weights"))
         for setting, value in (("eps", 10.0), ("rope_base", 30.0)):
             other = cls(16, 4, 2, 24, 8, **{setting: value})
@@ -306,11 +317,14 @@ def check_sliding_window_mask(fn) -> None:
     t = torch.arange(5)
     d = t[:, None] - t[None, :]
     if torch.equal(m, (d >= 0) & (d <= 2)):
-        fail(tr("off by one: each query sees `window` keys ITSELF INCLUDED, so t - s < window, not <= window"))
+        mistake(tr("off by one: each query sees `window` keys ITSELF INCLUDED, so t - s < window, not <= window"))
     if torch.equal(m, d.abs() < 2):
-        fail(tr("the window must be causal: query t sees keys t - window + 1 .. t, never a later key"))
+        mistake(tr("the window must be causal: query t sees keys t - window + 1 .. t, never a later key"))
     if torch.equal(m, (d > 0) & (d <= 2)):
-        fail(tr("a query must see itself: 0 <= t - s < window"))
+        mistake(tr("a query must see itself: 0 <= t - s < window"))
+    if torch.equal(m, (d <= 0) & (d > -2)):
+        mistake(tr("your mask is transposed: query t (row t) sees keys t .. t + window - 1, the future. Rows are "
+                   "queries and columns keys: True where 0 <= t - s < window, with t the row"))
     if not torch.equal(m, (d >= 0) & (d < 2)):
         fail(tr("sliding_window_mask(5, 2) should be True where 0 <= t - s < 2; got {mask}", mask=m.int().tolist()))
     if not torch.equal(fn(4, 10), torch.ones(4, 4, dtype=torch.bool).tril()):
@@ -352,6 +366,8 @@ def check_MoEFeedForward(cls) -> None:
                 MOE_PER_BATCH,
             tr("the routing weights come from the softmax over ALL experts (then top-k, then renormalise), not from "
                "the raw logits"): MOE_RAW_LOGITS,
+            tr("the router's softmax ran over the TOKENS (dim 0): each token's probabilities are a softmax over the "
+               "experts, softmax(dim=-1)"): MOE_SOFTMAX_TOKENS,
         }, tr("the first 3 output features, with fixed weights"))
     out, _ = moe(MOE_X)
     (out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum().backward()
@@ -378,6 +394,8 @@ def check_load_balancing_loss(fn) -> None:
            "f_e = count_e / N"): LB_PROBS_ONLY,
         tr("multiply by the number of experts E: the loss is E * sum_e f_e P_e"): LB_TOP1 / 3,
         tr("P_e is the mean of the softmax PROBABILITIES over the tokens, not of the logits"): LB_MEAN_LOGITS,
+        tr("P_e is the mean over the tokens of their softmax probabilities, not the softmax of the mean logits "
+           "(the mean and the softmax do not commute): probs.mean(0)"): LB_SOFTMAX_MEAN,
     }, tr("load_balancing_loss(logits, top_k=1) for 5 tokens and 3 experts"), atol=1e-5)
     diagnose(fn(LB_LOGITS, 2), LB_TOP2, {
         tr("f_e counts the tokens whose top_k choices include e, so the f_e sum to top_k; do not divide by top_k"):
@@ -399,6 +417,8 @@ RMS_EPS_OUTSIDE = torch.tensor([[0.365148, 0.365148, -1.095445, 2.921186], [0.99
 RMS_SUM = torch.tensor([[0.182574, 0.182574, -0.547723, 1.460593], [0.447214, -0.223607, -0.447214, -0.894427]])
 # mistake: the weight never applied
 RMS_NO_WEIGHT = torch.tensor([[0.365148, 0.730297, 1.095445, 1.460593], [0.707107, -0.707107, 0.707107, -0.707107]])
+# mistake: divides by the standard deviation (x.std) instead of the root mean square
+RMS_STD = torch.tensor([[0.774596, 0.774596, -2.323788, 6.196769], [0.865276, -0.432638, -0.865276, -1.730552]])
 # --- end of stored numbers ---
 # --- stored numbers: rope_frequencies ---
 ROPE_COS_100 = torch.tensor([[1.0, 1.0, 1.0, 1.0],
@@ -440,25 +460,33 @@ SWIGLU_UP = torch.tensor([[0.017177, 0.026089, -0.048721, 0.03282],
 SWIGLU_AFTER = torch.tensor([[0.026523, 0.0267, -0.058806, 0.044403],
                              [0.021195, 0.038853, -0.068172, 0.043574],
                              [0.062543, 0.043796, -0.115497, 0.095852]])
+# mistake: GELU instead of SiLU
+SWIGLU_GELU = torch.tensor([[0.012213, 0.024197, -0.04147, 0.025944],
+                            [0.024982, 0.045932, -0.080518, 0.051423],
+                            [0.080695, 0.051069, -0.142443, 0.121159]])
+# mistake: sigmoid gate instead of SiLU (GLU, not SwiGLU)
+SWIGLU_SIGMOID = torch.tensor([[-0.147967, 0.066805, 0.067193, -0.148048],
+                               [0.074945, 0.15221, -0.258982, 0.160927],
+                               [0.213424, 0.020636, -0.238374, 0.267584]])
 # --- end of stored numbers ---
 # --- stored numbers: GroupedQueryAttention ---
-GQA_OUT = torch.tensor([[-0.26203, -0.074218, 0.123276, 0.304688],
-                        [-0.062539, -0.058307, -0.046469, -0.028569],
+GQA_OUT = torch.tensor([[-0.26203, -0.074218, 0.123277, 0.304688],
+                        [-0.062539, -0.058307, -0.046469, -0.028568],
                         [0.039984, -0.038884, -0.112679, -0.171774]])
 # mistake: kv heads tiled with .repeat (query head j uses kv head j % Hkv)
 GQA_TILED = torch.tensor([[-0.067614, -0.049899, -0.025674, 0.0019],
                           [4.6e-05, -0.000696, -0.001347, -0.001823],
                           [0.008726, 0.004046, -0.001161, -0.006217]])
 # mistake: RoPE applied to v as well
-GQA_ROPE_V = torch.tensor([[-0.26203, -0.074218, 0.123276, 0.304688],
+GQA_ROPE_V = torch.tensor([[-0.26203, -0.074218, 0.123277, 0.304688],
                            [-0.026589, 0.000983, 0.028427, 0.052161],
-                           [0.053686, 0.053929, 0.047137, 0.034196]])
+                           [0.053685, 0.053929, 0.047137, 0.034196]])
 # mistake: RoPE on q only
-GQA_ROPE_Q_ONLY = torch.tensor([[-0.26203, -0.074218, 0.123276, 0.304688],
+GQA_ROPE_Q_ONLY = torch.tensor([[-0.26203, -0.074218, 0.123277, 0.304688],
                                 [-0.066811, -0.063273, -0.05148, -0.032971],
                                 [0.032771, -0.055863, -0.13721, -0.200656]])
 # mistake: no RoPE: cos = 1 and sin = 0 everywhere
-GQA_NO_ROPE = torch.tensor([[-0.26203, -0.074218, 0.123276, 0.304688],
+GQA_NO_ROPE = torch.tensor([[-0.26203, -0.074218, 0.123277, 0.304688],
                             [-0.052888, -0.049678, -0.039987, -0.02508],
                             [0.060749, -0.007061, -0.07395, -0.131192]])
 # --- end of stored numbers ---
@@ -467,9 +495,9 @@ BLOCK_OUT = torch.tensor([[1.227954, 0.714024, -0.055665, -0.791248],
                           [0.388716, 0.852745, 0.935979, 0.470141],
                           [-0.943368, -0.32966, 0.454107, 0.938677]])
 # mistake: Post-norm: normalises after each residual sum (the 2017 order)
-BLOCK_POST = torch.tensor([[1.800445, 1.0612, -0.157543, -1.024215],
+BLOCK_POST = torch.tensor([[1.800445, 1.0612, -0.157542, -1.024215],
                            [0.748426, 1.333375, 1.32726, 0.699968],
-                           [-1.415854, -0.423895, 0.759439, 1.37533]])
+                           [-1.415854, -0.423896, 0.759439, 1.375331]])
 # mistake: parallel block: attention and feed-forward both read the same input
 BLOCK_PARALLEL = torch.tensor([[1.432118, 0.329645, 0.397644, -1.182248],
                                [0.406823, 0.849181, 0.923969, 0.494248],
@@ -478,16 +506,20 @@ BLOCK_PARALLEL = torch.tensor([[1.432118, 0.329645, 0.397644, -1.182248],
 BLOCK_NO_FFN_RES = torch.tensor([[0.005317, -0.005875, 0.004732, -0.002219],
                                  [-0.00675, -0.013339, 0.029566, -0.037234],
                                  [0.016141, -0.020181, 0.018378, -0.011254]])
+# mistake: one norm for both sublayers (attn_norm before the feed-forward block too)
+BLOCK_ONE_NORM = torch.tensor([[1.238983, 0.697637, -0.038665, -0.803942],
+                               [0.398742, 0.856744, 0.919114, 0.494991],
+                               [-0.934956, -0.333165, 0.451691, 0.946315]])
 # --- end of stored numbers ---
 # --- stored numbers: MoEFeedForward ---
 MOE_OUT = torch.tensor([[[0.127909, -0.217328, 0.134863],
-                         [0.086904, -0.07527, 0.004104],
+                         [0.086905, -0.07527, 0.004104],
                          [-0.02356, -0.019911, 0.047637]],
                         [[0.090771, 0.015068, -0.10899],
                          [0.010166, 0.118754, -0.153752],
                          [-0.043484, 0.028892, 0.008551]]])
 MOE_LOGITS = torch.tensor([[1.312117, -1.847193, 2.32172, -2.719705],
-                           [1.491916, -1.656233, 1.766328, -1.818031],
+                           [1.491916, -1.656233, 1.766329, -1.81803],
                            [0.503099, -0.167948, -0.172625, 0.507704],
                            [-0.879789, 1.451885, -1.976357, 2.435751],
                            [-1.573543, 1.934463, -2.232016, 2.455882],
@@ -520,6 +552,13 @@ MOE_RAW_LOGITS = torch.tensor([[[0.087757, -0.19993, 0.15398],
                                [[0.075243, 0.021664, -0.101437],
                                 [0.002507, 0.120861, -0.148641],
                                 [-0.045197, 0.031209, 0.007463]]])
+# mistake: router softmax over the tokens (dim 0) instead of over the experts
+MOE_SOFTMAX_TOKENS = torch.tensor([[[0.082731, -0.197752, 0.156373],
+                                    [0.072632, -0.067646, 0.009159],
+                                    [-0.044714, -0.001751, 0.046832]],
+                                   [[0.07086, 0.023526, -0.099305],
+                                    [-0.006015, 0.123206, -0.142955],
+                                    [-0.050194, 0.037967, 0.004288]]])
 # --- end of stored numbers ---
 # --- stored numbers: load_balancing_loss ---
 LB_TOP1 = torch.tensor(1.011713)
@@ -528,4 +567,6 @@ LB_TOP2 = torch.tensor(2.0054)
 LB_PROBS_ONLY = torch.tensor(1.001718)
 # mistake: P_e from the mean logits instead of the mean probabilities
 LB_MEAN_LOGITS = torch.tensor(2.22)
+# mistake: P_e as the softmax of the mean logits (mean and softmax swapped)
+LB_SOFTMAX_MEAN = torch.tensor(1.006774)
 # --- end of stored numbers ---
