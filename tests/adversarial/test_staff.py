@@ -83,8 +83,10 @@ def commented(tmp_path_factory):
 
 def _attacked_page(page, url: str, shot: str) -> tuple[str, bool, dict]:
     open_page(page, url)
-    page.screenshot(OUTPUT / shot)
     stayed = page.js("location.href") == url
+    page.js("(e => e && e.scrollIntoView({block: 'center'}))([...document.querySelectorAll('pre, code')]"
+            ".find(e => e.textContent.includes('c-notice'))); true")
+    page.screenshot(OUTPUT / shot)
     return scripts_that_ran(page), stayed, page.js(AS_TEXT % list(COMMENT_ATTACKS))
 
 
