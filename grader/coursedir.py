@@ -36,20 +36,13 @@ c.ClearSolutions.text_stub = {text_stub!r}
 # A runaway cell is interrupted and costs that cell only; the next cells still run.
 c.Execute.timeout = {timeout}
 c.Execute.interrupt_on_timeout = True
-# The learner's cells and outputs made data to draw (grader.classroom.sanitise); then written answers: the
-# rubric under each in the autograded notebook (Formgrader), never in feedback.
-c.Autograde.autograde_preprocessors = [
-    "nbgrader.preprocessors.Execute", "grader.classroom.sanitise.SanitiseNotebook",
-    "grader.classroom.written.AddRubrics", "nbgrader.preprocessors.IgnorePattern",
-    "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
-    "nbgrader.preprocessors.SaveAutoGrades", "grader.classroom.handgrades.BindHandGrades",
-    "nbgrader.preprocessors.AssignLatePenalties", "nbgrader.preprocessors.CheckCellMetadata"]
-# A hand grade belongs to the answer text it graded (grader.classroom.handgrades).
-c.BindHandGrades.folder = {hand_grades!r}
+# Stock autograde (`nbgrader autograde`, Formgrader's Autograde button) would run each learner's code in a
+# kernel of yours, outside the sandbox: it refuses, naming `grader autograde` (grader.classroom.recording).
+c.Autograde.autograde_preprocessors = ["grader.classroom.recording.SandboxOnly"]
 # Feedback, also from Formgrader's button: the course's page (figures inside, maths as MathML, exercise
 # names) and the course's one total (grader.classroom.total: late penalty, pending written answers).
 c.GenerateFeedback.preprocessors = ["grader.classroom.written.DropRubrics", "grader.classroom.total.SettleTotal",
-                                    "nbgrader.preprocessors.GetGrades",
+                                    "nbgrader.preprocessors.GetGrades", "grader.classroom.sanitise.CommentsAsText",
                                     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
 c.SettleTotal.root = {root!r}
 from grader.classroom.recording import feedback_exporter  # noqa: E402
@@ -122,7 +115,6 @@ class CourseDir:
         code_stub, text_stub = STUBS[langs.pop() if len(langs) == 1 else "en"]  # one edition per class
         _write_if_changed(self.root / "nbgrader_config.py",
                           CONFIG.format(root=str(self.root), course_id=COURSE_ID, db_url=self.db_url,
-                                        hand_grades=str(self.root / "hand-grades"),
                                         timeout=timeout, code_stub=code_stub, text_stub=text_stub).encode())
         for chapter in chapters:
             sources.require(chapter)  # generated, not committed: the CLI builds it first (grader.sources)

@@ -144,3 +144,31 @@ def test_a_learners_own_time_limit_grades_them_in_a_batch_of_their_own(tmp_path,
         service._autograde(CHAPTER, [service.ledger.entries[f"{s}+{CHAPTER.assignment}+1"] for s in students],
                            term, False)
     assert limits == [(["learner7"], 600), (["ada", "bea"], 100)]
+
+
+@pytest.mark.parametrize("who, setting, terms", [
+    ("ta", "", False), ("ta", "[graders]\nsee_accommodations = true\n", True), ("prof", "", True)])
+def test_a_grader_sees_that_an_accommodation_exists_not_its_terms(tmp_path, monkeypatch, who, setting, terms):
+    """The class page as the service serves it: a teaching assistant (`--grader`) sees who has an accommodation;
+    its terms (often confidential) only when term.toml's [graders] see_accommodations says so; the instructor always."""
+    import urllib.request
+
+    from jupyterhub.services.auth import HubOAuth
+
+    from grader.classroom import onsubmit_web
+    from tests.adversarial.test_pages import Service
+    from tests.test_browser import serving
+
+    monkeypatch.setattr(onsubmit_web.Page, "get_current_user", lambda self: {"name": who})
+    svc = Service(tmp_path, TERM + setting)
+    app = onsubmit_web.application(svc, {"prof"}, {"ta"}, HubOAuth(api_token="test", cache_max_age=60), "/")
+    with serving(app) as url, urllib.request.urlopen(f"{url}/class", timeout=10) as reply:
+        section = reply.read().decode().split("<h2>Accommodations</h2>")[1]
+    assert f"learner7 · {CHAPTER.assignment}" in section
+    assert ("attempts 10" in section and "time_limit_seconds 600" in section) == terms, section
+    assert ("its terms are the instructor's" in section) == (not terms), section
+
+
+def test_the_graders_setting_is_true_or_false(tmp_path):
+    with pytest.raises(ValueError, match="see_accommodations is true or false"):
+        _term(tmp_path, TERM + '[graders]\nsee_accommodations = "yes"\n')

@@ -5,6 +5,7 @@ directory, run code or write files is refused. tests/test_hub.py runs the same s
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -176,3 +177,79 @@ def test_it_serves_nothing_unless_locked_down():
             shared_formgrader._load_jupyter_server_extension(open_server)
     finally:
         sys.path.remove(str(SHARED))
+
+
+# A grader's hand grade is a finite number in 0..the cell's points (2 here); extra credit is the instructor's.
+UNBOUNDED = {
+    "a million points": (b'{"manual_score": 1000000}', 400),
+    "a negative score": (b'{"manual_score": -5}', 400),
+    "NaN (Python's json reads it)": (b'{"manual_score": NaN}', 400),
+    "Infinity": (b'{"manual_score": Infinity}', 400),
+    "true as a score": (b'{"manual_score": true}', 400),
+    "a million points of extra credit": (b'{"manual_score": 1, "extra_credit": 1000000}', 403),
+    "extra credit within the maximum": (b'{"manual_score": 1, "extra_credit": 1}', 403),
+}
+
+
+@pytest.mark.parametrize("attempt", list(UNBOUNDED))
+def test_a_graders_hand_grade_is_bounded(formgrader, attempt):
+    from nbgrader.api import Gradebook
+
+    url, course, _, grade = formgrader
+    body, expected = UNBOUNDED[attempt]
+    request = urllib.request.Request(f"{url}/formgrader/api/grade/{grade}", method="PUT", data=body,
+                                     headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=60)
+    assert refused.value.code == expected, (attempt, refused.value.read()[:300])
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "transformers-from-scratch") as gb:
+        stored = gb.find_grade_by_id(grade)
+        assert stored.manual_score in (None, 1.5) and not stored.extra_credit, (stored.manual_score,
+                                                                                stored.extra_credit)
+
+
+def test_a_graders_formgrader_has_no_instructors_buttons(formgrader, tmp_path):
+    """In Chromium: Manage Assignments and a chapter's submissions without Release, Collect, Autograde, Generate or
+    Release Feedback, Add assignment; a note says they are the instructor's. A screenshot is kept."""
+    from tests.adversarial.test_pages import open_page
+    from tests.test_browser import OUTPUT
+
+    url, *_ = formgrader
+    with chromium(tmp_path) as page:
+        open_page(page, f"{url}/formgrader/manage_assignments?token={TOKEN}")
+        wait_for(lambda: page.js("document.querySelectorAll('td.release').length") > 0, 60, "the assignments' rows")
+        page.screenshot(OUTPUT / "shared-formgrader-assignments.png")
+        shown = page.js("""[...document.querySelectorAll('th, td, a')].filter(e => e.checkVisibility())
+                           .map(e => e.textContent.trim()).join(' | ')""")
+        note = page.js("document.querySelector('.graders-note') && document.querySelector('.graders-note').innerText")
+        open_page(page, f"{url}/formgrader/manage_submissions/a1")
+        wait_for(lambda: page.js("document.querySelectorAll('td.autograde').length") > 0, 60, "the submissions' rows")
+        page.screenshot(OUTPUT / "shared-formgrader-submissions.png")
+        submissions = page.js("""[...document.querySelectorAll('th, td')].filter(e => e.checkVisibility())
+                                 .map(e => e.textContent.trim()).join(' | ')""")
+        hidden = page.js("""[...document.querySelectorAll('td.autograde, td.generate-feedback, td.release-feedback')]
+                            .every(e => !e.checkVisibility())""")
+    for button in ("Release", "Collect", "Generate Feedback", "Release Feedback", "Generate", "Add new assignment"):
+        assert button not in shown.split(" | "), (button, shown)
+    assert "a1" in shown and "Manual Grading" in shown, shown
+    assert note and "the instructor's" in note, note
+    assert "Autograde" not in submissions.split(" | ") and hidden, submissions
+
+
+@contextlib.contextmanager
+def chromium(home: Path):
+    from tests.adversarial.test_pages import Page, require_browser
+
+    chrome = subprocess.Popen([require_browser("the graders' Formgrader"), "--headless=new", "--no-sandbox",
+                               "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", f"--user-data-dir={home}",
+                               "--remote-debugging-port=0", "--remote-allow-origins=*", "about:blank"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        active = home / "DevToolsActivePort"
+        wait_for(lambda: chrome.poll() is None and active.exists() and active.read_text().strip(), 60, "Chromium")
+        page = Page(int(active.read_text().split()[0]))
+        yield page
+        page.ws.close()
+    finally:
+        chrome.terminate()
+        chrome.wait(timeout=20)

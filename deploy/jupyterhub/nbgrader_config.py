@@ -14,6 +14,9 @@ c.CourseDirectory.course_id = "transformers-from-scratch"
 # A learner's Validate runs every public check: without this it stops at nothing and says
 # "Success! Your notebook passes all the tests" though a check failed.
 c.Validator.validate_all = True
+# Stock autograde (the instructor's Formgrader button, `nbgrader autograde`) would run a learner's code in the
+# instructor's kernel, outside the sandbox: it refuses and names `grader autograde` (as each course directory does).
+c.Autograde.autograde_preprocessors = ["grader.classroom.recording.SandboxOnly"]
 c.Exchange.root = os.environ.get("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
 if os.environ.get("COURSE_DIRECTORY"):  # the instructor's server only
     c.CourseDirectory.root = os.environ["COURSE_DIRECTORY"]

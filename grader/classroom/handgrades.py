@@ -142,10 +142,12 @@ def bind(gradebook, folder: str | Path, student: str, assignment: str, notebook:
 
 
 def history_cell(grade_id: str, history: list[dict]) -> nbformat.NotebookNode:
+    from grader.classroom.sanitise import code_span  # lazy, as MARK below
+
     lines = [f"> **Earlier hand grades of {grade_id}**, for another text of this answer "
              "(shown to graders only; the answer above is graded anew):", ">"]
     for old in history:
-        comment = " ".join((old.get("comment") or "").split())
+        comment = code_span(old.get("comment") or "")  # a grader's text, drawn as text (never markup)
         lines.append(f"> - {old['score']:g} / {old['max_score']:g} (until {old['until']})"
                      + (f": {comment}" if comment else ""))
     from grader.classroom.written import MARK  # lazy: keeps the class's layers at six (tests/test_layout.py)

@@ -213,21 +213,26 @@ def _requests_section(requests: list, base: str, xsrf: str, contexts: dict | Non
     return f"<h2>Regrade requests</h2><p>{sum(r.status == OPEN for r in requests)} open.</p>{table}"
 
 
-def _accommodations_section(accommodations: dict) -> str:
-    items = "".join(f"<li>{escape(a.student)} · {escape(a.assignment)}: {escape(a.text())}</li>"
-                    for _, a in sorted(accommodations.items()))
+def _accommodations_section(accommodations: dict, terms: bool) -> str:
+    """Each learner's accommodation; its terms only for the instructor, or graders the term lets see them."""
+    items = "".join(f"<li>{escape(a.student)} · {escape(a.assignment)}: "
+                    f"{escape(a.text()) if terms else HIDDEN_TERMS}</li>" for _, a in sorted(accommodations.items()))
     return f"<h2>Accommodations</h2><ul>{items or '<li>none</li>'}</ul>"
+
+
+HIDDEN_TERMS = "an accommodation (its terms are the instructor's: term.toml's [graders] see_accommodations)"
 
 
 def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", problem: str | None = None,
                batch: dict | None = None, requests: list | None = None, accommodations: dict | None = None,
-               xsrf: str = "", contexts: dict | None = None) -> str:
+               xsrf: str = "", contexts: dict | None = None, accommodation_terms: bool = True) -> str:
     """The instructor's view: the queue; per learner and chapter the gradebook's total (grader.classroom.total:
     hand grades, regrades, learners graded in batch), else the counted attempt's score, linked to its
     feedback (`batch`: (student, assignment) -> the feedback file of a learner graded in batch, served by
     batch_key); held, refused and failed submissions; `problem`: the term file's error, while it has one;
     the regrade requests (grader.classroom.requests) with their `contexts` and a form to answer each open one
-    (`xsrf`: its token field), and each learner's accommodations (grader.classroom.accommodations)."""
+    (`xsrf`: its token field), and each learner's accommodations (grader.classroom.accommodations;
+    `accommodation_terms`: with their terms)."""
     entries, totals, batch = ledger.of(), totals or {}, batch or {}
     waiting = [e for e in entries if e.status in (QUEUED, GRADING)]
     students = sorted({e.student for e in entries} | {s for s, _ in totals})
@@ -262,4 +267,4 @@ def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", probl
                 f"<table><tr><th>learner</th>{head}</tr>{''.join(rows)}</table>"
                 f"<h2>Held, refused or failed</h2><ul>{failures or '<li>none</li>'}</ul>"
                 + _requests_section(requests or [], base, xsrf, contexts)
-                + _accommodations_section(accommodations or {}))
+                + _accommodations_section(accommodations or {}, accommodation_terms))

@@ -150,7 +150,8 @@ class ClassView(Page):
         self.write(class_page(self.service.ledger, totals, self.base, self.service.policy.problem,
                               batch_feedback(self.service.course_dir), requests=requests,
                               accommodations=term.accommodations if term else {}, xsrf=self.xsrf_form_html(),
-                              contexts=around))
+                              contexts=around,
+                              accommodation_terms=self.instructor or bool(term and term.graders_see_accommodations)))
 
 
 class Ask(Page):

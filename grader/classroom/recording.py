@@ -32,7 +32,7 @@ from grader.chapters import CHAPTERS, Chapter, exercise_of, is_test_cell
 from grader.classroom.export import write_course_csv
 from grader.classroom.handgrades import FOLDER, BindHandGrades
 from grader.classroom.phrasebook import Phrasebook, edition_of, hidden_test_line, phrasebook
-from grader.classroom.sanitise import SanitiseNotebook
+from grader.classroom.sanitise import CommentsAsText, SanitiseLast, SanitiseNotebook
 from grader.classroom.submissions import BadSubmission, Submission
 from grader.classroom.total import SettleTotal, late_policy
 from grader.classroom.written import AddRubrics, DropRubrics
@@ -374,6 +374,20 @@ class FillVerdict(NbGraderPreprocessor):
         return nb, resources
 
 
+UNSANDBOXED = ("nbgrader autograde would run each learner's code in a kernel of yours, outside the sandbox: this "
+               "course directory refuses it (Formgrader's Autograde button too). Grade with `grader autograde "
+               "SUBMISSIONS --course-dir COURSE_DIR` (nbgrader's submitted/ folder will do): it runs each notebook "
+               "in the sandbox and records it in this gradebook.")
+
+
+class SandboxOnly(NbGraderPreprocessor):
+    """Stock autograde's one step in a course directory `grader` writes (grader.coursedir) or on the hub
+    (deploy/jupyterhub/nbgrader_config.py): a refusal, before any cell runs. `record` sets its own steps."""
+
+    def preprocess(self, nb, resources):
+        raise RuntimeError(UNSANDBOXED)
+
+
 # ---------------------------------------------------------------- nbgrader's steps
 
 class ScoreOnly(NbGraderPreprocessor):
@@ -414,11 +428,11 @@ def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchang
     config.CourseDirectory.db_url = course.db_url
     config.Autograde.autograde_preprocessors = [FillVerdict, SanitiseNotebook, AddRubrics, IgnorePattern,
                                                 ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, BindHandGrades,
-                                                AssignLatePenalties, CheckCellMetadata]
+                                                AssignLatePenalties, CheckCellMetadata, SanitiseLast]
     config.FillVerdict.folder = str(course.root / VERDICTS)
     config.BindHandGrades.folder = str(course.root / FOLDER)
     config.GenerateFeedback.preprocessors = [DropRubrics, *([ScoreOnly] if score_only else []), SettleTotal,
-                                             GetGrades, CSSHTMLHeaderPreprocessor]
+                                             GetGrades, CommentsAsText, CSSHTMLHeaderPreprocessor]
     config.SettleTotal.root = str(course.root)
     config.GenerateFeedback.exporter_class = feedback_exporter()
     config.NbGraderAPI.log_level = "ERROR"

@@ -109,11 +109,24 @@ def _image_allowed(url: str, attachments: frozenset) -> bool:
 AS_TEXT = shown("[shown as text: this cell held {what}, which the grader does not draw]")
 
 
-def as_text(source: str, note: str) -> str:
-    """Markdown that shows `source` verbatim in a code block (a fence longer than any it holds), under `note`."""
+def fenced(source: str) -> str:
+    """Markdown that shows `source` verbatim in a code block (a fence longer than any it holds): its letters,
+    never markup or maths (MathJax leaves code alone)."""
     longest = max((len(run) for run in re.findall(r"`+", source)), default=0)
     fence = "`" * max(3, longest + 1)
-    return f"*{note}*\n\n{fence}text\n{source}\n{fence}\n"
+    return f"{fence}text\n{source}\n{fence}\n"
+
+
+def code_span(text: str) -> str:
+    """`text` on one line as a markdown code span (what `fenced` is within a line)."""
+    line = " ".join(str(text).split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", line)), default=0) + 1)
+    return f"{fence} {line} {fence}" if line else ""
+
+
+def as_text(source: str, note: str) -> str:
+    """`source` verbatim in a code block, under `note`."""
+    return f"*{note}*\n\n{fenced(source)}"
 
 
 def _english(template: str, **values) -> str:
@@ -181,11 +194,13 @@ def clean_output(output, say=_english):
     return output
 
 
-def sanitise_notebook(nb) -> None:
-    """Every cell of a submitted notebook made safe to draw, in place (what SanitiseNotebook does)."""
+def sanitise_notebook(nb, kept=lambda cell: False) -> None:
+    """Every cell of a submitted notebook but those `kept` made safe to draw, in place (SanitiseNotebook)."""
     book = phrasebook(edition_of(nb))
     nb.metadata.pop("widgets", None)  # nbconvert would load the widgets' scripts to draw this state
     for cell in nb.cells:
+        if kept(cell):
+            continue
         if cell.get("cell_type") == "markdown":
             cell.attachments = _attachments(cell)
             if not cell.attachments:
@@ -206,4 +221,29 @@ class SanitiseNotebook(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         sanitise_notebook(nb)
+        return nb, resources
+
+
+class SanitiseLast(NbGraderPreprocessor):
+    """Autograde, the last step: every cell once more, so that what the trusted side added after
+    SanitiseNotebook (a grader's earlier hand grades and comments: grader.classroom.handgrades) is data too.
+    Only the rubric boxes AddRubrics drew stay as drawn (the chapter's own text; no learner or grader wrote it)."""
+
+    def preprocess(self, nb, resources):
+        from grader.classroom.written import is_rubric_box  # lazy: keeps the class's layers at six
+
+        sanitise_notebook(nb, kept=is_rubric_box)
+        return nb, resources
+
+
+class CommentsAsText(NbGraderPreprocessor):
+    """Feedback, after nbgrader's GetGrades: each grader's comment as its text. nbgrader's feedback template
+    renders a comment as markdown, so a comment's HTML (a `<meta http-equiv=refresh>`, a fake notice) was
+    live in the learner's page."""
+
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if meta.get("comment"):
+                meta["comment"] = fenced(str(meta["comment"]))
         return nb, resources

@@ -17,6 +17,8 @@ then copied there with its extensions file, so every later run applies the same 
     per_chapter = 3
     [accommodations.learner7]          # one learner's own policy (grader.classroom.accommodations)
     "02" = { attempts = 10, due = 2026-12-01T23:59:00Z }
+    [graders]                          # the teaching assistants (`grader serve --grader`)
+    see_accommodations = true          # see each accommodation's terms (default: only that there is one)
 
 The penalty goes through nbgrader's own mechanism: the assignment's due date and each learner's
 extension are set in the gradebook, the submission time is the gradebook submission's timestamp
@@ -105,6 +107,7 @@ class Term:
     on_submit: dict[str, SubmitPolicy] = field(default_factory=dict)  # assignment -> grading on submit
     accommodations: dict = field(default_factory=dict)  # (student, assignment) -> accommodations.Accommodation
     requests_per_chapter: int = PER_CHAPTER  # regrade requests a learner may make per chapter
+    graders_see_accommodations: bool = False  # [graders] see_accommodations: often confidential, so no by default
 
     def submit_policy(self, assignment: str, student: str | None = None) -> SubmitPolicy:
         """The chapter's on-submit policy; given a learner, with their accommodation."""
@@ -207,7 +210,7 @@ def load_term(course_dir: str | Path, path: str | Path | None = None, submitted_
         config = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path}: not valid TOML: {err}") from None
-    known = ("due", "late", "extensions", "on_submit", "requests", "accommodations")
+    known = ("due", "late", "extensions", "on_submit", "requests", "accommodations", "graders")
     unknown = set(config) - set(known)
     if unknown:
         raise ValueError(f"{path}: unknown key(s) {sorted(unknown)}; known: {', '.join(known)}")
@@ -226,8 +229,20 @@ def load_term(course_dir: str | Path, path: str | Path | None = None, submitted_
         term.accommodations = accommodations_of.parse_accommodations(config["accommodations"], str(path), parse_time)
         accommodations_of.merge_due(term.accommodations, term.extensions, term.due, str(path))
         accommodations_of.check_roster(term.accommodations, accommodations_of.class_roster(course_dir), str(path))
+    if "graders" in config:
+        term.graders_see_accommodations = _graders(config["graders"], path)
     _keep_in(Path(course_dir), path, config.get("extensions"))
     return term
+
+
+def _graders(table, path: Path) -> bool:
+    """[graders]: whether the teaching assistants see each accommodation's terms."""
+    if not isinstance(table, dict) or set(table) - {"see_accommodations"}:
+        raise ValueError(f"{path}: [graders] takes see_accommodations = true or false only")
+    shown = table.get("see_accommodations", False)
+    if not isinstance(shown, bool):
+        raise ValueError(f"{path}: graders.see_accommodations is true or false, not {shown!r}")
+    return shown
 
 
 WAITING = "waiting: the course's policy file has an error"

@@ -8,10 +8,15 @@ The rule (guides/teaching.md: One total):
   the total is not complete. An answer left as released scores 0, as nbgrader's autograde says;
 - late penalty: the late share of term.toml's [late] policy (time past the learner's due date or
   extension) of automatic plus hand-graded points, recomputed whenever any part changes (nbgrader computes
-  it once, at autograde, from what was graded then: `settle` writes this one back to the gradebook).
+  it once, at autograde, from what was graded then: `settle` writes this one back to the gradebook);
+- bounds: a cell's score (hand grade, override) counts when it is a finite number in 0..the cell's points, and
+  its extra credit when in 0..the cell's points too. Anything else in the gradebook (a NaN, an infinity, a
+  million points written past Formgrader) makes the cell *pending*, as if not graded: every view says the
+  total is incomplete until the instructor grades it again, and no such value reaches a total or an export.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,16 +78,32 @@ class Total:
         return line
 
 
+def bounded(value, maximum: float) -> float | None:
+    """`value` as points of a cell worth `maximum`; None when it is not a finite number in 0..maximum."""
+    try:
+        points = float(value)
+    except (TypeError, ValueError):
+        return None
+    return points if math.isfinite(points) and 0.0 <= points <= maximum else None
+
+
 def _part(grade) -> Part:
-    extra = float(grade.extra_credit or 0.0)
+    maximum = float(grade.max_score)
+    extra = bounded(grade.extra_credit or 0.0, maximum)
     if grade.cell.cell_type == "code":  # a hidden-test cell: automatic (an override in Formgrader wins)
         chosen = grade.manual_score if grade.manual_score is not None else grade.auto_score
-        return Part(grade.name, AUTOMATIC, float(chosen or 0.0) + extra, float(grade.max_score))
+        points = bounded(chosen or 0.0, maximum)
+        if points is None or extra is None:  # out of bounds: graded again before it counts
+            return Part(grade.name, PENDING, None, maximum)
+        return Part(grade.name, AUTOMATIC, points + extra, maximum)
     if grade.needs_manual_grade or (grade.manual_score is None and grade.auto_score is None):
-        return Part(grade.name, PENDING, None, float(grade.max_score))
+        return Part(grade.name, PENDING, None, maximum)
     if grade.manual_score is not None:
-        return Part(grade.name, GRADED, float(grade.manual_score) + extra, float(grade.max_score))
-    return Part(grade.name, UNANSWERED, float(grade.auto_score), float(grade.max_score))  # left as released: 0
+        points = bounded(grade.manual_score, maximum)
+        if points is None or extra is None:
+            return Part(grade.name, PENDING, None, maximum)
+        return Part(grade.name, GRADED, points + extra, maximum)
+    return Part(grade.name, UNANSWERED, float(grade.auto_score), maximum)  # left as released: 0
 
 
 def chapter_total(gradebook, student: str, assignment: str, late=None) -> Total | None:

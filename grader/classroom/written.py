@@ -74,6 +74,11 @@ def rubric_cell(item: Written) -> nbformat.NotebookNode:
     return cell
 
 
+def is_rubric_box(cell) -> bool:
+    """A rubric cell AddRubrics drew (it takes the mark off every cell a submission brought first)."""
+    return MARK in cell.get("metadata", {}) and cell.get("source", "").startswith(f'<div style="{BOX}" ')
+
+
 # What a page shows, reduced to the letters a reader takes it for: compatibility forms folded (NFKC), look-alike
 # letters of other scripts and digits mapped to the Latin letter they imitate, everything else dropped.
 LOOK_ALIKE = str.maketrans({**dict.fromkeys("аɑα@", "a"), **dict.fromkeys("еёε3", "e"), **dict.fromkeys("оοσ0", "o"),

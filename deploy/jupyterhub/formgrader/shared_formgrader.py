@@ -17,13 +17,15 @@ Each way in, and what closes it (the server's config is jupyter_server_config.py
   authorizer refuses every one (`FormgraderOnly`; Formgrader's handlers do not ask it); besides, no terminals,
   no kernel can start (`NoKernels`, no kernelspec allowed), the contents API sees an empty folder and writes
   nothing (`NoContents`), and no other server extension (JupyterLab, the notebook) is loaded.
-What it does not close: a hand grade may be any score for any graded cell (nbgrader's manual grading, as in
+- A hand grade: a finite number from 0 to the cell's points (`BoundedGrade`); extra credit is the instructor's.
+What it does not close: a hand grade may be given for any graded cell (nbgrader's manual grading, as in
 the instructor's Formgrader), and the grading page shows each submission with its rubric. That page renders
 the autograded notebook in the hub's origin, as the instructor's Formgrader does; `grader autograde` wrote it
 sanitised (grader.classroom.sanitise), which is what keeps a learner's markdown from scripting a grader.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import tempfile
@@ -41,12 +43,40 @@ from tornado import ioloop, web
 from traitlets import default
 
 from grader.classroom.servicelock import end_with_parent
+from grader.classroom.total import bounded
 
 INSTRUCTORS = "is the instructor's (their own Formgrader, in their server): the shared Formgrader grades by hand"
-# The writes a grader may make: a hand grade, a comment, a flag. Every other POST/PUT/PATCH/DELETE is refused.
-GRADERS_WRITE = {apihandlers.GradeHandler: {"put"}, apihandlers.CommentHandler: {"put"},
-                 apihandlers.FlagSubmissionHandler: {"post"}}
 WRITES = ("post", "put", "patch", "delete")
+
+
+class BoundedGrade(apihandlers.GradeHandler):
+    """A grader's hand grade: a finite number from 0 to the cell's points. Extra credit (points past the
+    maximum) is the instructor's: a grader's request keeps the one the gradebook holds."""
+
+    @web.authenticated
+    @apihandlers.check_xsrf
+    @apihandlers.check_notebook_dir
+    def put(self, grade_id):
+        try:
+            grade = self.gradebook.find_grade_by_id(grade_id)
+        except MissingEntry:
+            raise web.HTTPError(404) from None
+        data = self.get_json_body() or {}
+        score, extra = data.get("manual_score"), data.get("extra_credit")
+        if score is not None and (isinstance(score, bool) or bounded(score, grade.max_score) is None):
+            raise web.HTTPError(400, f"a hand grade is a number from 0 to {grade.max_score:g}, "
+                                     f"not {str(score)[:40]!r}")
+        if extra not in (None, 0, grade.extra_credit):
+            raise web.HTTPError(403, f"extra credit {INSTRUCTORS}")
+        grade.manual_score = None if score is None else float(score)
+        grade.needs_manual_grade = grade.manual_score is None and grade.auto_score is None
+        self.gradebook.db.commit()
+        self.write(json.dumps(grade.to_dict()))
+
+
+# The writes a grader may make: a hand grade, a comment, a flag. Every other POST/PUT/PATCH/DELETE is refused.
+GRADERS_WRITE = {BoundedGrade: {"put"}, apihandlers.CommentHandler: {"put"},
+                 apihandlers.FlagSubmissionHandler: {"post"}}
 
 
 def _refuse(self, *args, **kwargs):
@@ -89,17 +119,35 @@ class SubmissionFiles(handlers.SubmissionFilesHandler):
         return super().validate_absolute_path(root, absolute_path)
 
 
-REPLACED = {handlers.FormgraderHandler: Start, handlers.SubmissionFilesHandler: SubmissionFiles}
+STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+NOTE = ('<p class="alert alert-info graders-note" role="note">The graders\' Formgrader: grade by hand here. Releasing, '
+        "collecting, autograding, feedback, and adding assignments or students are the instructor's (their own "
+        "Formgrader, in their server), so their buttons are not shown.</p>")
+
+
+def with_graders_chrome(handler: type) -> type:
+    """A page of `handler` with the graders' stylesheet (the instructor's buttons not drawn) and a note saying why."""
+    def render(self, name, **ns):
+        page = handlers.BaseHandler.render(self, name, **ns)
+        link = f'<link rel="stylesheet" href="{self.base_url}/formgrader/graders/graders.css">'
+        body = f'<body class="page-{os.path.splitext(name)[0]}">' + (NOTE if name.startswith("manage_") else "")
+        return page.replace("</head>", link + "</head>", 1).replace("<body>", body, 1)
+    return type(f"Graders{handler.__name__}", (handler,), {"render": render, "__module__": __name__})
+
+
+REPLACED = {handlers.FormgraderHandler: Start, handlers.SubmissionFilesHandler: SubmissionFiles,
+            apihandlers.GradeHandler: BoundedGrade}
 
 
 def routes(rules: list) -> list:
     """nbgrader's Formgrader routes, each handler replaced by its graders' version."""
     out = []
     for pattern, handler, *rest in rules:
-        if handler in REPLACED:
-            handler = REPLACED[handler]
-        elif issubclass(handler, apihandlers.BaseApiHandler):
+        handler = REPLACED.get(handler, handler)
+        if issubclass(handler, apihandlers.BaseApiHandler):
             handler = for_graders(handler)
+        elif handler is not SubmissionFiles:
+            handler = with_graders_chrome(handler)
         out.append((pattern, handler, *rest))
     return out
 
@@ -109,6 +157,7 @@ class GradersFormgrade(FormgradeExtension):
         """As FormgradeExtension.init_handlers, through `routes`."""
         rules = routes([*handlers.default_handlers, *apihandlers.default_handlers]) + [
             (r"/formgrader/static/(.*)", web.StaticFileHandler, {"path": handlers.static_path}),
+            (r"/formgrader/graders/(.*)", web.StaticFileHandler, {"path": STATIC}),
             (r"/formgrader/.*", handlers.Template404)]
         base = webapp.settings["base_url"]
         webapp.add_handlers(".*$", [(url_path_join(base, pattern.lstrip("/")), *rest) for pattern, *rest in rules])
