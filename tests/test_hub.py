@@ -221,7 +221,13 @@ def test_graders_get_the_shared_formgrader_and_no_admin(tmp_path, monkeypatch):
     services = {service["name"]: service for service in c.JupyterHub.services}
     command = services["grading"]["command"]
     assert [command[i + 1] for i, arg in enumerate(command) if arg == "--grader"] == ["ta1", "ta2"]
-    assert services["grading"]["environment"]["COURSE_LEARNERS"] == "learner1"  # the class accommodations name
+    assert services["grading"]["environment"]["COURSE_LEARNERS"] == "learner1"  # the class the identity gate admits
+    assert "--no-check-owner" in command  # a try-out: one unix user for every server, so no owner tells who
+    from types import SimpleNamespace
+
+    as_user = {name: SimpleNamespace(user=SimpleNamespace(name=name)) for name in ("instructor", "learner1")}
+    learners_of = c.Spawner.environment["COURSE_LEARNERS"]  # `grader collect`/`autograde` in the instructor's terminal
+    assert (learners_of(as_user["instructor"]), learners_of(as_user["learner1"])) == ("learner1", "")
     shared = services["formgrader"]
     assert Path(shared["command"][0]).name == "jupyterhub-singleuser" and shared["cwd"] == str(tmp_path / "course")
     assert shared["environment"]["JUPYTER_CONFIG_PATH"].split(os.pathsep) == [str(DEPLOY / "formgrader"), str(DEPLOY)]
