@@ -50,25 +50,32 @@ def _notebooks(student: Path) -> list[Path]:
 
 
 def refusal(folder: Path, err: NotALearner) -> str:
-    """The note for a student folder the identity gate refused (graded for nobody)."""
+    """The note for a folder the identity gate refused (graded for nobody)."""
     return f"refused: {folder.name!r}: {err} (graded for nobody)"
+
+
+def admitted(folders: list[Path], depth: int = 0) -> tuple[list[Path], list[str]]:
+    """The folders whose learner (the name `depth` folders up: `submitted/<student>/<assignment>` is 1)
+    the identity gate admits, and a note for each other: the folder names are the learners' choice."""
+    kept, notes = [], []
+    for folder in folders:
+        student = folder.parents[depth - 1] if depth else folder
+        try:
+            admit_student(student.name)
+            kept.append(folder)
+        except NotALearner as err:
+            notes.append(refusal(student, err))
+    return kept, notes
 
 
 def find_submissions(folder: str | Path) -> tuple[list[Submission], list[str]]:
     """Every notebook under `<student>/`, in a stable order, checkpoints left out; a folder whose name
-    the identity gate refuses is a note instead (the folder names are the learners' choice)."""
+    the identity gate refuses is a note instead."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"{folder} is not a folder of student folders")
-    found, notes = [], []
-    for student in sorted(p for p in folder.iterdir() if p.is_dir()):
-        try:
-            admit_student(student.name)
-        except NotALearner as err:
-            notes.append(refusal(student, err))
-            continue
-        found += [submission(path, student) for path in _notebooks(student)]
-    return found, notes
+    students, notes = admitted(sorted(p for p in folder.iterdir() if p.is_dir()))
+    return [submission(path, student) for student in students for path in _notebooks(student)], notes
 
 
 def gather(source: str | Path, course_dir: str | Path,
@@ -111,13 +118,10 @@ def keep_originals(root: Path) -> tuple[list[Submission], list[str]]:
     it, so each name passes the identity gate again here (its owner is no longer known: `grader collect`
     checks that)."""
     submitted, originals = root / "submitted", root / ORIGINALS
-    found, notes = [], []
-    for folder in sorted(p for p in submitted.glob("*/*") if p.is_dir() and not p.name.startswith(".")):
-        try:
-            admit_student(folder.parent.name)
-        except NotALearner as err:
-            notes.append(refusal(folder.parent, err))
-            continue
+    found = []
+    folders, notes = admitted(sorted(p for p in submitted.glob("*/*") if p.is_dir() and not p.name.startswith(".")),
+                              depth=1)
+    for folder in folders:
         kept = originals / folder.relative_to(submitted)
         key = _exchange_key(folder)
         if folder.is_symlink() or folder.parent.is_symlink() or not kept.is_dir() or \

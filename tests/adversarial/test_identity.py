@@ -19,6 +19,7 @@ from grader.classroom.grading import autograde_class
 from grader.classroom.intake import collect, gather
 from grader.classroom.ledger import REFUSED
 from grader.classroom.onsubmit import Service
+from grader.classroom.regrade import regrade
 from grader.coursedir import COURSE_ID
 
 CHAPTER = find_chapter("02")
@@ -39,7 +40,7 @@ def students_graded(course) -> dict[str, float]:
 
 def test_folder_names_a_learner_chose_reach_no_gradebook(tmp_path, monkeypatch):
     # `nbgrader collect` names submitted/<student>/ after the inbound folder, checking nothing; then the
-    # guide's `grader autograde ~/course/submitted`. Three learner-chosen names, one batch:
+    # guide's `grader autograde ~/course/submitted`, and `grader regrade`, which reads submitted/ too. Three learner-chosen names, one batch:
     # markup (Formgrader's grading page printed it as HTML in the instructor's server), a classmate's name
     # with a Cyrillic "е" (a second "ben" in the export), and a safe name that is no learner of the class.
     monkeypatch.setenv("COURSE_LEARNERS", "ada,ben")  # the hub gives the instructor's server its allow-list
@@ -51,6 +52,8 @@ def test_folder_names_a_learner_chose_reach_no_gradebook(tmp_path, monkeypatch):
     assert set(students_graded(course)) == {"ada"}, summary
     assert "not a learner name the grader accepts" in summary and "mallory is not a learner of this class" in summary
     assert not (course / "originals" / XSS).exists() and not (course / "feedback" / "mallory").exists()
+    regrade(course, CHAPTER, jobs=2, timeout=60, limits=Limits(memory_mb=1024))  # reads submitted/ again
+    assert set(students_graded(course)) == {"ada"}
 
 
 def test_an_lms_download_whose_names_are_markup_or_strangers_is_refused(tmp_path, monkeypatch):
