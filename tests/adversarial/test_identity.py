@@ -40,9 +40,10 @@ def students_graded(course) -> dict[str, float]:
 
 def test_folder_names_a_learner_chose_reach_no_gradebook(tmp_path, monkeypatch):
     # `nbgrader collect` names submitted/<student>/ after the inbound folder, checking nothing; then the
-    # guide's `grader autograde ~/course/submitted`, and `grader regrade`, which reads submitted/ too. Three learner-chosen names, one batch:
-    # markup (Formgrader's grading page printed it as HTML in the instructor's server), a classmate's name
-    # with a Cyrillic "е" (a second "ben" in the export), and a safe name that is no learner of the class.
+    # guide's `grader autograde ~/course/submitted`, and `grader regrade`, which reads submitted/ too.
+    # Three learner-chosen names, one batch: markup (Formgrader's grading page printed it as HTML in the
+    # instructor's server), a classmate's name with a Cyrillic "е" (a second "ben" in the export), and a
+    # safe name that is no learner of the class.
     monkeypatch.setenv("COURSE_LEARNERS", "ada,ben")  # the hub gives the instructor's server its allow-list
     course = tmp_path / "course"
     for student in ("ada", XSS, "bеn", "mallory"):
