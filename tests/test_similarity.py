@@ -149,8 +149,8 @@ def test_a_broken_notebook_is_a_note_not_a_crash(tmp_path, capsys):
          "source": SOFTMAX.replace("):", ":"), "outputs": [], "execution_count": None}]}))
     assert main(["similarity", "02", "--course-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "c: self_attention.ipynb unreadable" in out and "3 learners" in out
-    assert "d?[2Jd" in out and "\x1b" not in out
+    assert "c: self_attention.ipynb unreadable" in out and "2 learners" in out
+    assert "'d\\x1b[2Jd': not a learner name the grader accepts" in out and "\x1b" not in out  # the identity gate
 
 
 ATTACK = "</pre><script>document.title='PWNED'</script><img src=x onerror=\"document.title='PWNED'\">"
@@ -159,7 +159,9 @@ NAME = "x<img src=x onerror=\"document.title='PWNED'\">"
 
 def test_the_page_escapes_every_name_and_answer_and_runs_nothing(tmp_path):
     code = SOFTMAX + f"    # {ATTACK}\n"
-    result = _class(tmp_path / "course", {NAME: {"softmax": code}, "b": {"softmax": code}, "c": {}})
+    # NAME is refused by the identity gate (grader.classroom.identity): shown, escaped, in a note alone
+    result = _class(tmp_path / "course", {NAME: {"softmax": code}, "a": {"softmax": code}, "b": {"softmax": code},
+                                          "c": {}})
     page = render(result)
     assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
     assert "Content-Security-Policy" in page and "default-src 'none'" in page

@@ -20,6 +20,7 @@ from grader.classroom.intake import collect, gather
 from grader.classroom.ledger import REFUSED
 from grader.classroom.onsubmit import Service
 from grader.classroom.regrade import regrade
+from grader.classroom.similarity import similarity
 from grader.coursedir import COURSE_ID
 
 CHAPTER = find_chapter("02")
@@ -55,6 +56,18 @@ def test_folder_names_a_learner_chose_reach_no_gradebook(tmp_path, monkeypatch):
     assert not (course / "originals" / XSS).exists() and not (course / "feedback" / "mallory").exists()
     regrade(course, CHAPTER, jobs=2, timeout=60, limits=Limits(memory_mb=1024))  # reads submitted/ again
     assert set(students_graded(course)) == {"ada"}
+
+
+def test_the_similarity_report_names_no_one_the_gate_refused(tmp_path, monkeypatch):
+    # The report (a page and the instructor's terminal) lists learners by their submitted/ folders.
+    monkeypatch.setenv("COURSE_LEARNERS", "ada,ben")
+    course = tmp_path / "course"
+    for student in ("ada", "ben", XSS, "mallory"):
+        handed_in(course / "submitted" / student / CHAPTER.assignment, samples.reference(CHAPTER))
+    result = similarity(course, CHAPTER)
+    assert set(result.learners) == {"ada", "ben"} and {p.a for p in result.pairs} | {p.b for p in result.pairs} == \
+        {"ada", "ben"}, result.notes
+    assert sum("graded for nobody" in note for note in result.notes) == 2, result.notes
 
 
 def test_an_lms_download_whose_names_are_markup_or_strangers_is_refused(tmp_path, monkeypatch):
