@@ -361,8 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--course-dir", default="nbgrader-course")
     p.add_argument("--exchange", default=os.environ.get("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange"),
                    help="nbgrader's exchange root (default: $COURSE_EXCHANGE_ROOT)")
-    p.add_argument("--check-owner", action="store_true",
-                   help="refuse a submission whose folder is not owned by the learner it names (a unix user each)")
+    p.add_argument("--no-check-owner", dest="check_owner", action="store_false",
+                   help="accept a submission whose folder is not owned by the learner it names: only for a try-out "
+                        "hub, where every server is one unix user (default: refused, each learner a unix user)")
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("serve",
@@ -377,9 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--poll", type=float, default=1.0, help="seconds between looks at the exchange")
     p.add_argument("--port", type=int, default=None, help="default: the port of $JUPYTERHUB_SERVICE_URL")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="grade on this Dask cluster")
-    p.add_argument("--check-owner", action="store_true",
-                   help="refuse a submission whose folder in the exchange is not owned by the learner it names "
-                        "(each learner a unix user: the hub's `local` spawner)")
+    p.add_argument("--no-check-owner", dest="check_owner", action="store_false",
+                   help="accept a submission whose folder is not owned by the learner it names: only for a try-out "
+                        "hub, where every server is one unix user (default: refused, each learner a unix user)")
     p.add_argument("--hub-pid", type=int, default=None,
                    help="the hub that starts it, its parent: it ends when that process ends (the hub's config "
                         "passes it: a killed hub leaves no service behind)")

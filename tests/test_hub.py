@@ -221,7 +221,13 @@ def test_graders_get_the_shared_formgrader_and_no_admin(tmp_path, monkeypatch):
     services = {service["name"]: service for service in c.JupyterHub.services}
     command = services["grading"]["command"]
     assert [command[i + 1] for i, arg in enumerate(command) if arg == "--grader"] == ["ta1", "ta2"]
-    assert services["grading"]["environment"]["COURSE_LEARNERS"] == "learner1"  # the class accommodations name
+    assert services["grading"]["environment"]["COURSE_LEARNERS"] == "learner1"  # the class the identity gate admits
+    assert "--no-check-owner" in command  # a try-out: one unix user for every server, so no owner tells who
+    from types import SimpleNamespace
+
+    as_user = {name: SimpleNamespace(user=SimpleNamespace(name=name)) for name in ("instructor", "learner1")}
+    learners_of = c.Spawner.environment["COURSE_LEARNERS"]  # `grader collect`/`autograde` in the instructor's terminal
+    assert (learners_of(as_user["instructor"]), learners_of(as_user["learner1"])) == ("learner1", "")
     shared = services["formgrader"]
     assert Path(shared["command"][0]).name == "jupyterhub-singleuser" and shared["cwd"] == str(tmp_path / "course")
     assert shared["environment"]["JUPYTER_CONFIG_PATH"].split(os.pathsep) == [str(DEPLOY / "formgrader"), str(DEPLOY)]
@@ -831,6 +837,29 @@ def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(rea
     total = sum(ex.points for ex in exercises(ON_SUBMIT.name).values())
     graded = submit_reference(hub, tokens)
     assert graded["score"] == pytest.approx(total), graded
+
+    # The learner writes a submission under a name of their choosing (the exchange's inbound folder is
+    # writable by every learner); the instructor collects with nbgrader's own collect, which checks nothing,
+    # and grades submitted/. Before the identity gate, that name became a gradebook student (and script on
+    # Formgrader's grading page). The service, which reads the exchange, refuses it as well.
+    inbound, forged = hub.exchange / COURSE_ID / "inbound", "<img src=x onerror=alert(document.cookie)>"
+    run_in_terminal(f"{hub.url}/user/{PUPIL}", tokens[PUPIL],
+                    f'd="{inbound}/{forged}+{ON_SUBMIT.assignment}+2026-11-20 10:00:00.000000 UTC+x" && mkdir "$d" '
+                    f'&& cp ~/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name} "$d/" '
+                    f'&& echo "2026-11-20 10:00:00.000000 UTC" > "$d/timestamp.txt"')
+    shown = run_in_terminal(f"{hub.url}/user/{TEACHER}", tokens[TEACHER],
+                            f"cd {course} && nbgrader collect {ON_SUBMIT.assignment} && "
+                            f"grader autograde {course}/submitted --course-dir {course} --quiet")
+    assert "not a learner name the grader accepts" in shown, shown
+    with contextlib.closing(sqlite3.connect(course / "gradebook.db")) as db:
+        assert {row[0] for row in db.execute("SELECT id FROM student")} == {PUPIL}
+
+    def ledger() -> list[dict]:
+        with contextlib.closing(sqlite3.connect(f"{(course / 'on-submit' / 'ledger.sqlite').as_uri()}?mode=ro",
+                                                uri=True)) as db:
+            return [json.loads(row[0]) for row in db.execute("SELECT data FROM entries")]
+    [refusal] = wait_for(lambda: [e for e in ledger() if e["student"] == forged], 120, "the service to see it")
+    assert refusal["status"] == "refused" and "not a learner name" in refusal["reason"], refusal
 
 
 FORMGRADER = "/services/formgrader/formgrader"  # the shared Formgrader's pages under the hub's service prefix

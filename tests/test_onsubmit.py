@@ -258,12 +258,12 @@ def test_a_submission_that_cannot_be_graded_gets_its_zero_and_reason(tmp_path, p
 def test_a_submission_written_in_another_learners_name_is_refused(tmp_path, pool, monkeypatch):
     # Each learner a unix user (the hub's local spawner): the inbound folder is writable by all, so
     # its owner, not its name, says who submitted it.
-    import grader.classroom.onsubmit as onsubmit
+    import grader.classroom.identity as identity
 
     root, exchange = course(tmp_path, "")
     service = Service(root, exchange, pool, check_owner=True)
     submit(exchange, "ada", samples.released(CHAPTER))  # "ada" in the name, written by mallory
-    monkeypatch.setattr(onsubmit, "owner_of",
+    monkeypatch.setattr(identity, "owner_of",
                         lambda path: "mallory" if "ada+" in path.name else path.name.split("+")[0])
     submit(exchange, "ben", samples.reference(CHAPTER))
     graded = service.step()

@@ -151,8 +151,8 @@ def test_a_broken_notebook_is_a_note_not_a_crash(tmp_path, capsys):
          "source": SOFTMAX.replace("):", ":"), "outputs": [], "execution_count": None}]}))
     assert main(["similarity", "02", "--course-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "c: self_attention.ipynb unreadable" in out and "3 learners" in out
-    assert "d?[2Jd" in out and "\x1b" not in out
+    assert "c: self_attention.ipynb unreadable" in out and "2 learners" in out
+    assert "'d\\x1b[2Jd': not a learner name the grader accepts" in out and "\x1b" not in out  # the identity gate
 
 
 ATTACK = "</pre><script>document.title='PWNED'</script><img src=x onerror=\"document.title='PWNED'\">"
@@ -161,10 +161,10 @@ NAME = "x<img src=x onerror=\"document.title='PWNED'\">"
 
 def test_the_page_escapes_every_name_and_answer_and_runs_nothing(tmp_path):
     code = SOFTMAX + f"    # {ATTACK}\n"
-    result = _class(tmp_path / "course", {NAME: {"softmax": code}, "b": {"softmax": code}, "d": {"softmax": code},
+    # NAME is refused by the identity gate (grader.classroom.identity): shown, escaped, in a note alone
+    result = _class(tmp_path / "course", {NAME: {"softmax": code}, "a": {"softmax": code}, "b": {"softmax": code},
                                           "c": {}})
     page = render(result)
-    assert [set(g.members) for g in result.groups] == [{NAME, "b", "d"}] and 'id="groups"' in page  # the name too
     assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
     assert "weighed by rarity" in page and "<mark" in page
@@ -259,7 +259,7 @@ def test_a_group_that_hands_in_the_same_code_is_shown_as_a_group(tmp_path, capsy
     """Five learners hand in one author's text word for word among five independent writers: rarity
     weighting scores each of their pairs well below 1, so the group is shown as a group (table, JSON, page)."""
     learners = {k: v for k, v in bench.corpus(CHAPTER).items() if not k.startswith(bench.COPY)}
-    members = ["ben"] + [f"g{i}<b>" for i in range(4)]
+    members = ["ben"] + [f"g{i}" for i in range(4)]
     learners.update({name: dict(learners["ben"]) for name in members[1:]})
     bench.write_class(tmp_path, CHAPTER, learners)
     result = similarity(tmp_path, CHAPTER)
@@ -268,6 +268,6 @@ def test_a_group_that_hands_in_the_same_code_is_shown_as_a_group(tmp_path, capsy
     assert main(["similarity", "02", "--course-dir", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["groups"][0]["members"] == sorted(members)
     assert main(["similarity", "02", "--course-dir", str(tmp_path)]) == 0
-    assert f"share {result.groups[0].share:.2f}: ben, g0<b>, g1<b>, g2<b>, g3<b> (softmax" in capsys.readouterr().out
+    assert f"share {result.groups[0].share:.2f}: ben, g0, g1, g2, g3 (softmax" in capsys.readouterr().out
     page = render(result)
-    assert 'id="groups"' in page and "g0&lt;b&gt;" in page and "g0<b>" not in page
+    assert 'id="groups"' in page and "g3" in page

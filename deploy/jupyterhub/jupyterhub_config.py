@@ -173,9 +173,13 @@ else:
     c.JupyterHub.spawner_class = "localprocess"
     c.LocalProcessSpawner.create_system_users = False
     instructor_home = Path(os.path.expanduser(f"~{instructor}"))
-# Only the instructor's server knows the course directory (formgrader, `nbgrader collect`).
+# Only the instructor's server knows the course directory (formgrader, `grader collect`) and the class
+# (COURSE_LEARNERS: every student id `grader collect` and `grader autograde` accept is one of them,
+# grader.classroom.identity).
 c.Spawner.environment["COURSE_DIRECTORY"] = lambda spawner: (
     course_dir or str(instructor_home / "course")) if spawner.user.name == instructor else ""
+c.Spawner.environment["COURSE_LEARNERS"] = lambda spawner: (
+    ",".join(sorted(learners)) if spawner.user.name == instructor else "")
 c.Spawner.args = shlex.split(env("COURSE_SERVER_ARGS", ""))  # more options for every learner's server
 if os.getuid() == 0:
     c.Spawner.args.append("--allow-root")  # the simple spawner runs every server as the hub's user
@@ -195,14 +199,15 @@ if env("COURSE_GRADING_SERVICE", "on") != "off":
                     *(arg for grader in sorted(graders) for arg in ("--grader", grader))],
         "oauth_no_confirm": True,
         "timeout": 120,  # seconds to answer: it starts its warm pool (torch) first; JupyterHub's 10 s is short
-        # COURSE_LEARNERS: the class an accommodation in term.toml must name (grader.classroom.accommodations)
+        # COURSE_LEARNERS: the class every submission's learner and accommodation must be in (grader.classroom.identity)
         "environment": {"PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}", "MPLBACKEND": "Agg",
                         "COURSE_EXCHANGE_ROOT": exchange, "COURSE_LEARNERS": ",".join(sorted(learners))},
     }
     if not simple:
         service["cwd"] = course_path  # setup-class.sh made it; the hub's own folder is root's alone
         service["user"] = env("COURSE_GRADING_USER", instructor)
-        service["command"].append("--check-owner")  # each learner is a unix user: the folder's owner says who
+    else:  # a try-out: every server is the hub's unix user, so no folder's owner tells learners apart
+        service["command"].append("--no-check-owner")
     services.append(service)
     roles.append({"name": "user", "scopes": ["self", "access:services!service=grading"]})
 

@@ -17,19 +17,18 @@ environment has it) and the learners in nbgrader's gradebook (everyone graded, a
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from grader.chapters import find_chapter
+from grader.classroom.identity import LEARNERS_ENV, the_class
 from grader.classroom.locks import sqlite_path
 from grader.classroom.submitpolicy import SubmitPolicy, overridden
 
 POLICY_KEYS = {"attempts", "min_minutes_between", "per_hour", "time_limit_factor", "time_limit_seconds"}
 KEYS = POLICY_KEYS | {"due"}
-LEARNERS_ENV = "COURSE_LEARNERS"
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,7 @@ def class_roster(course_dir: str | Path) -> set[str]:
     """The learners of the class: the hub's COURSE_LEARNERS and the gradebook's students."""
     from grader.coursedir import database_of  # lazy: coursedir imports recording, which imports the class
 
-    learners = {name.strip() for name in os.environ.get(LEARNERS_ENV, "").split(",") if name.strip()}
+    learners = set(the_class() or ())
     url = database_of(course_dir)
     path = sqlite_path(url)
     if path is not None:  # read-only: the service reads term.toml every round

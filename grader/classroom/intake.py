@@ -22,8 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.classroom import lms
+from grader.classroom.identity import NotALearner, admit_student
 from grader.classroom.ledger import inbound_groups
-from grader.classroom.safecopy import SAFE_NAME, UnsafeSubmission, copy_tree, owner_of
+from grader.classroom.safecopy import UnsafeSubmission, copy_tree
 from grader.classroom.submissions import TIMESTAMP_FILE, Submission, submission_time, write_timestamp
 from grader.coursedir import COURSE_ID
 
@@ -48,13 +49,33 @@ def _notebooks(student: Path) -> list[Path]:
     return [p for p in sorted(student.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts]
 
 
-def find_submissions(folder: str | Path) -> list[Submission]:
-    """Every notebook under `<student>/`, in a stable order, checkpoints left out."""
+def refusal(folder: Path, err: NotALearner) -> str:
+    """The note for a folder the identity gate refused (graded for nobody)."""
+    return f"refused: {folder.name!r}: {err} (graded for nobody)"
+
+
+def admitted(folders: list[Path], depth: int = 0) -> tuple[list[Path], list[str]]:
+    """The folders whose learner (the name `depth` folders up: `submitted/<student>/<assignment>` is 1)
+    the identity gate admits, and a note for each other: the folder names are the learners' choice."""
+    kept, notes = [], []
+    for folder in folders:
+        student = folder.parents[depth - 1] if depth else folder
+        try:
+            admit_student(student.name)
+            kept.append(folder)
+        except NotALearner as err:
+            notes.append(refusal(student, err))
+    return kept, notes
+
+
+def find_submissions(folder: str | Path) -> tuple[list[Submission], list[str]]:
+    """Every notebook under `<student>/`, in a stable order, checkpoints left out; a folder whose name
+    the identity gate refuses is a note instead."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"{folder} is not a folder of student folders")
-    return [submission(path, student)
-            for student in sorted(p for p in folder.iterdir() if p.is_dir()) for path in _notebooks(student)]
+    students, notes = admitted(sorted(p for p in folder.iterdir() if p.is_dir()))
+    return [submission(path, student) for student in students for path in _notebooks(student)], notes
 
 
 def gather(source: str | Path, course_dir: str | Path,
@@ -70,13 +91,14 @@ def gather(source: str | Path, course_dir: str | Path,
         return _download(source, root, pattern)
     if source.resolve() == root / "submitted":
         return keep_originals(root)
-    return find_submissions(source), []
+    return find_submissions(source)
 
 
 def _download(source: Path, root: Path, pattern: str | None) -> tuple[list[Submission], list[str]]:
     """An LMS download, unpacked into the course directory's `lms/` as one folder per learner."""
     notes = lms.unpack(source, root / "lms", pattern)
-    return find_submissions(root / "lms"), notes
+    found, refused = find_submissions(root / "lms")
+    return found, notes + refused
 
 
 def _exchange_key(folder: Path) -> str | None:
@@ -91,10 +113,15 @@ def keep_originals(root: Path) -> tuple[list[Submission], list[str]]:
     brought a newer submission (another timestamp), and graded from there. `submitted/` keeps
     nbgrader's timestamp.txt and submission secret, so release_feedback still finds the learner.
     The copy is grader.classroom.safecopy's: a link (to the class's source notebook, say) or any file
-    that is not a regular one makes that learner's submission a zero with the reason, never a read."""
+    that is not a regular one makes that learner's submission a zero with the reason, never a read.
+    `nbgrader collect` names `submitted/<student>/` after the inbound folder without checking who wrote
+    it, so each name passes the identity gate again here (its owner is no longer known: `grader collect`
+    checks that)."""
     submitted, originals = root / "submitted", root / ORIGINALS
-    found, notes = [], []
-    for folder in sorted(p for p in submitted.glob("*/*") if p.is_dir() and not p.name.startswith(".")):
+    found = []
+    folders, notes = admitted(sorted(p for p in submitted.glob("*/*") if p.is_dir() and not p.name.startswith(".")),
+                              depth=1)
+    for folder in folders:
         kept = originals / folder.relative_to(submitted)
         key = _exchange_key(folder)
         if folder.is_symlink() or folder.parent.is_symlink() or not kept.is_dir() or \
@@ -117,21 +144,28 @@ def keep_originals(root: Path) -> tuple[list[Submission], list[str]]:
     return found, notes
 
 
-def collect(exchange: str | Path, course_dir: str | Path, check_owner: bool = False) -> list[str]:
+def collect(exchange: str | Path, course_dir: str | Path, check_owner: bool = True) -> list[str]:
     """`grader collect`: what `nbgrader collect` does, from the exchange's inbound folder into the course
     directory's `submitted/<student>/<assignment>/`, each learner's newest submission of each chapter,
     through the safe copier (no link followed, regular files only, bounded), with timestamp.txt the
-    kernel's time of the last change to what was copied, not the learner's. `check_owner`: a folder
-    not owned by the unix user it names is refused (each learner a unix user). Returns the notes."""
+    kernel's time of the last change to what was copied, not the learner's. Each learner it names passes
+    the identity gate (grader.classroom.identity), with the folder's owner unless `check_owner` is off (a
+    try-out hub, where every server is one unix user). Returns the notes."""
     inbound = Path(exchange) / COURSE_ID / "inbound"
     if not inbound.is_dir():
         raise ValueError(f"{inbound}: no such folder (the exchange root is --exchange)")
     submitted, notes, now = Path(course_dir) / "submitted", [], time.time()
-    for (student, assignment), items in sorted(inbound_groups(inbound).items()):
-        name = items[0][1]
-        if not SAFE_NAME.fullmatch(student) or (check_owner and owner_of(inbound / name) != student):
-            notes.append(f"refused: {name}: not written by a learner of that name")
+    for (student, assignment), found in sorted(inbound_groups(inbound).items()):
+        items = []  # the learner's own folders: one a classmate wrote in their name never hides them
+        for item in found:
+            try:
+                admit_student(student, inbound / item[1] if check_owner else None)
+                items.append(item)
+            except NotALearner as err:
+                notes.append(refusal(inbound / item[1], err))
+        if not items:
             continue
+        name = items[0][1]
         target = submitted / student / assignment
         try:
             copied = copy_tree(inbound / name, target)

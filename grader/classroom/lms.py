@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.classroom.csvsafe import write_rows
+from grader.classroom.identity import NotALearner, admit_student
 from grader.classroom.submissions import MAX_NOTEBOOK_MB, BadSubmission, identify_with_rule, write_timestamp
 
 CANVAS = re.compile(r"^(?P<student>[^_/]+?)(?P<late>_(?:LATE|late))?"
@@ -37,7 +38,6 @@ MOODLE = re.compile(r"^(?P<student>[^/]+?)_(?P<user>\d+)_assignsubmission_file[_
 PATTERNS = {"Canvas": CANVAS, "Moodle": MOODLE}
 RESUBMISSION = re.compile(r"^(?P<stem>.+?)-(?P<number>\d+)(?P<ext>\.[^.]+)$")
 IGNORED = ("__MACOSX/", ".DS_Store")
-SAFE_ID = re.compile(r"\w[\w.@ -]{0,99}")  # it becomes a folder name (and an nbgrader student id)
 LEARNERS = "lms-learners.csv"
 # A late policy needs the time of each submission; a Canvas download gives only this mark.
 LATE_WITHOUT_TIME = ("Canvas marks it late, but a Canvas download carries no submission time, so no late penalty "
@@ -163,9 +163,14 @@ def unpack(source: Path, lms_dir: Path, pattern: str | None = None) -> list[str]
             except ValueError as err:  # one file's name, never the whole download
                 notes.append(f"unmatched: {err}")
                 continue
-            if upload is None or not SAFE_ID.fullmatch(upload.user):
+            if upload is None:
                 which = "--pattern" if regex else "neither the Canvas nor the Moodle pattern"
                 notes.append(f"unmatched: {name}: the name carries no learner ({which} does not match)")
+                continue
+            try:  # the user id becomes a folder name and the gradebook's student id
+                admit_student(upload.user)
+            except NotALearner as err:
+                notes.append(f"refused: {name!r}: learner {upload.user!r}: {err} (graded for nobody)")
                 continue
             named = Path(tmp) / "named" / str(number) / upload.file  # the chapter is told by the learner's own name
             named.parent.mkdir(parents=True)

@@ -33,6 +33,7 @@ from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom import timelimit
 from grader.classroom.admission import admit, refused
 from grader.classroom.grading import autograde_with
+from grader.classroom.identity import NotALearner, admit_student
 from grader.classroom.ledger import (
     FAILED,
     GRADED,
@@ -50,7 +51,7 @@ from grader.classroom.ledger import (
 )
 from grader.classroom.phrasebook import edition_of, phrasebook
 from grader.classroom.recording import nbgrader_api
-from grader.classroom.safecopy import SAFE_NAME, UnsafeSubmission, copy_tree, owner_of
+from grader.classroom.safecopy import UnsafeSubmission, copy_tree
 from grader.classroom.submissions import TIMESTAMP_FILE, write_timestamp
 from grader.classroom.term import WAITING, PolicyFile
 from grader.classroom.total import course_totals
@@ -155,23 +156,17 @@ class Service:
         """The newest folder of a learner and chapter: checked, copied safely, then the policy."""
         try:
             path = self.inbound / entry.id
-            owner = owner_of(path) if self.check_owner else entry.student
-            if not SAFE_NAME.fullmatch(entry.student) or entry.student in (".", ".."):  # it becomes a folder name
-                entry.status, entry.reason = REFUSED, shown("not graded: not a learner name the grader accepts")
-            elif owner != entry.student:
-                entry.status = REFUSED
-                entry.reason = shown(f"not graded: the folder names {entry.student} but the unix user {owner} wrote it")
+            admit_student(entry.student, path if self.check_owner else None)  # grader.classroom.identity
+            copied = copy_tree(path, self.received / entry.key)
+            seen = datetime.fromisoformat(entry.seen_at).timestamp()
+            entry.submitted_at = _iso(min(max(copied.changed_at, 0), seen))
+            if term is None:
+                entry.reason = WAITING  # queued, admitted once the term file is fixed
             else:
-                copied = copy_tree(path, self.received / entry.key)
-                seen = datetime.fromisoformat(entry.seen_at).timestamp()
-                entry.submitted_at = _iso(min(max(copied.changed_at, 0), seen))
-                if term is None:
-                    entry.reason = WAITING  # queued, admitted once the term file is fixed
-                else:
-                    for old in admit(self.ledger, entry, term):
-                        shutil.rmtree(self.received / old.key, ignore_errors=True)
-                    self._notice(entry)
-        except UnsafeSubmission as err:
+                for old in admit(self.ledger, entry, term):
+                    shutil.rmtree(self.received / old.key, ignore_errors=True)
+                self._notice(entry)
+        except (UnsafeSubmission, NotALearner) as err:
             entry.status, entry.reason = REFUSED, shown(f"not graded: {err}")
         except Exception as err:  # noqa: BLE001 - one folder never stops the round
             entry.status, entry.reason = FAILED, _reason(err)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from grader.boundary.pool import Pool, load_checks
 from grader.chapters import Chapter
 from grader.classroom import locks
 from grader.classroom.grading import grade_all, release_all
-from grader.classroom.intake import submission
+from grader.classroom.intake import admitted, submission
 from grader.classroom.recording import feedback_and_export
 from grader.classroom.report import load_notes
 from grader.classroom.total import chapter_total, late_policy
@@ -144,7 +145,10 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
     """Grade the chapter's kept submissions again (all, or only `students`': an accepted regrade request);
     record the run in the history; return the changes."""
     root = Path(course_dir).resolve()
-    folders = sorted(p for p in (root / "submitted").glob(f"*/{chapter.assignment}") if p.is_dir())
+    folders, refused = admitted(sorted(p for p in (root / "submitted").glob(f"*/{chapter.assignment}") if p.is_dir()),
+                                depth=1)  # nbgrader's collect names them after what a learner wrote
+    for note in refused:
+        print(note, file=sys.stderr)
     if not folders:
         raise ValueError(f"{root}: no submissions of {chapter.assignment} under submitted/ to grade again")
     if students:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
-import re
 import shutil
 import stat
 import tempfile
@@ -34,18 +32,6 @@ SKIPPED = (".ipynb_checkpoints",)  # JupyterLab's own copies: never graded
 LINK = "a link (links are never followed)"
 KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device",
          stat.S_IFSOCK: "a socket", stat.S_IFLNK: LINK}
-
-
-SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")  # a hub user name, safe as a folder name
-
-
-def owner_of(path: Path) -> str:
-    """The unix user who owns a file, not following a link (its uid when the user is unknown)."""
-    uid = path.lstat().st_uid
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
 
 
 class UnsafeSubmission(ValueError):

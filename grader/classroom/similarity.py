@@ -25,6 +25,7 @@ import nbformat
 import numpy as np
 
 from grader.chapters import Chapter, is_answer_cell
+from grader.classroom.intake import admitted
 from grader.classroom.similarity_normalise import Text, code_text, prose_text
 
 FOLDERS = ("originals", "submitted", "autograded", "lms")  # where a learner's notebook is looked for, in order
@@ -133,7 +134,9 @@ def find_notebooks(root: Path, chapter: Chapter) -> tuple[dict[str, Path], list[
         base = root / kind
         if not base.is_dir() or base.is_symlink():
             continue
-        for student in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        students, refused = admitted(sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")))
+        notes += [f"{kind}/{note}" for note in refused]  # names learners chose, never shown as learners
+        for student in students:
             folder = student / chapter.assignment
             if student.name in found or not folder.is_dir():
                 continue
