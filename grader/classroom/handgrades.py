@@ -142,7 +142,7 @@ def bind(gradebook, folder: str | Path, student: str, assignment: str, notebook:
 
 
 def history_cell(grade_id: str, history: list[dict]) -> nbformat.NotebookNode:
-    from grader.classroom.sanitise import code_span  # lazy, as MARK below
+    from grader.classroom.sanitise import code_span  # lazy: as MARK below, keeps the class's layers at six
 
     lines = [f"> **Earlier hand grades of {grade_id}**, for another text of this answer "
              "(shown to graders only; the answer above is graded anew):", ">"]
