@@ -23,6 +23,7 @@ from pathlib import Path
 
 from nbgrader.converters import GenerateFeedback
 
+from grader.chapters import find_chapter
 from grader.classroom import locks
 from grader.classroom.export import write_course_csv
 from grader.classroom.ledger import GRADED, STATE_DIR
@@ -130,8 +131,6 @@ class Publisher:
     def publish(self, term) -> list[tuple[str, str]]:
         from nbgrader.api import Gradebook
 
-        from grader.chapters import find_chapter
-
         root, service = self.service.course_dir, self.service
         url = database_of(root)
         with locks.locked(root), locks.shared(url):
@@ -152,8 +151,6 @@ class Publisher:
     def _release(self, entry) -> bool:
         """The counted attempt's feedback released again when the course directory's page is newer than the
         copy its Grading page links to (nbgrader's release_feedback: the exchange's copy); whether it was."""
-        from grader.chapters import find_chapter
-
         root = self.service.course_dir
         chapter = find_chapter(entry.assignment)
         page = root / "feedback" / entry.student / entry.assignment / f"{chapter.name}.html"
