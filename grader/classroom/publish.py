@@ -33,6 +33,9 @@ from grader.coursedir import CourseDir, database_of
 
 STAMP = re.compile(rb'<meta name="grader-gradebook" content="([0-9a-f]+)">')
 UNSTAMPED_SECONDS = 10.0  # a gradebook with no file to watch (PostgreSQL): compared this often
+# Learners' chapters regenerated per round (a term's pages made before their stamp, or a late policy changed,
+# make every page out of date at once): the rest next round, so submissions are graded in between.
+PER_ROUND = 20
 
 
 def stamp_of(page: Path) -> str | None:
@@ -121,14 +124,17 @@ class Publisher:
         if watched == self.seen:
             return []
         try:
-            done = self.publish(term)
+            done, finished = self.publish(term)
         except Exception as err:  # noqa: BLE001 - the service goes on; the next round compares again
             print(f"grading service: feedback not republished: {type(err).__name__}: {err}", flush=True)
             return []
-        self.seen = watched  # settling writes the gradebook: the next round compares once more, finds nothing
+        if finished:  # settling writes the gradebook: the next round compares once more and finds nothing
+            self.seen = watched
         return done
 
-    def publish(self, term) -> list[tuple[str, str]]:
+    def publish(self, term) -> tuple[list[tuple[str, str]], bool]:
+        """Up to PER_ROUND out-of-date pages regenerated, and the counted attempts' feedback released again
+        where it changed; what was republished, and whether nothing is left to do."""
         from nbgrader.api import Gradebook
 
         root, service = self.service.course_dir, self.service
@@ -136,6 +142,7 @@ class Publisher:
         with locks.locked(root), locks.shared(url):
             with Gradebook(url) as gb:
                 stale = out_of_date(gb, root, term.policy)
+            finished, stale = len(stale) <= PER_ROUND, stale[:PER_ROUND]
             counted = {(e.student, e.assignment): e for e in service.ledger.of() if e.counted and e.status == GRADED}
             kinds: dict[tuple[str, bool], list[str]] = {}
             for student, assignment in stale:
@@ -146,7 +153,7 @@ class Publisher:
                 feedback_and_export(CourseDir(root, [chapter], timeout=service.timeout), [chapter], students,
                                     score_only=score_only)
             released = [key for key, entry in counted.items() if entry.feedback and self._release(entry)]
-        return sorted(set(stale) | set(released))
+        return sorted(set(stale) | set(released)), finished
 
     def _release(self, entry) -> bool:
         """The counted attempt's feedback released again when the course directory's page is newer than the
