@@ -153,17 +153,20 @@ def states(gradebook, late=None, student: str | None = None) -> dict[tuple[str, 
         keys[submission.id] = key = (submission.student_id, submission.assignment.name)
         parts[key] = [late.fraction(submission.total_seconds_late) if late is not None else 0.0, [], []]
     notebooks = {nb: keys[sub] for nb, sub in gradebook.db.query(SubmittedNotebook.id, SubmittedNotebook.assignment_id)
-                 if sub in keys}
-    for index, rows in ((1, gradebook.db.query(Grade.notebook_id, Grade.cell_id, Grade.auto_score, Grade.manual_score,
-                                               Grade.extra_credit, Grade.needs_manual_grade)),
-                        (2, gradebook.db.query(Comment.notebook_id, Comment.cell_id, Comment.auto_comment,
-                                               Comment.manual_comment))):
+                 .filter(SubmittedNotebook.assignment_id.in_(list(keys)))}
+    grades = gradebook.db.query(Grade.notebook_id, Grade.cell_id, Grade.auto_score, Grade.manual_score,
+                                Grade.extra_credit, Grade.needs_manual_grade)
+    comments = gradebook.db.query(Comment.notebook_id, Comment.cell_id, Comment.auto_comment, Comment.manual_comment)
+    if student is not None:  # one learner's rows only (feedback stamps each page as it is made)
+        grades = grades.filter(Grade.notebook_id.in_(list(notebooks)))
+        comments = comments.filter(Comment.notebook_id.in_(list(notebooks)))
+    for index, rows in ((1, grades), (2, comments)):
         for notebook, *row in rows:
             if notebook in notebooks:
                 parts[notebooks[notebook]][index].append(row)
-    return {key: hashlib.sha256(json.dumps([share, sorted(grades, key=str), sorted(comments, key=str)],
+    return {key: hashlib.sha256(json.dumps([share, sorted(graded, key=str), sorted(said, key=str)],
                                            default=str).encode()).hexdigest()[:32]
-            for key, (share, grades, comments) in parts.items()}
+            for key, (share, graded, said) in parts.items()}
 
 
 class SettleTotal(NbGraderPreprocessor):
