@@ -12,7 +12,8 @@ not the gradebook's state now is out of date. Two ways it is brought up to date:
 - without the service, Formgrader's **Generate feedback** (`nbgrader generate_feedback`, no `--force`):
   the course directory's nbgrader_config.py calls `install`, so nbgrader's converter is `FeedbackAsGraded`,
   which regenerates the pages whose grades changed (stock nbgrader skips any page that exists) and
-  rewrites grades.csv.
+  rewrites grades.csv. `install` also has Formgrader's lists of scores take the late penalty off, as every
+  other view does.
 """
 from __future__ import annotations
 
@@ -87,14 +88,38 @@ class FeedbackAsGraded(GenerateFeedback):
             write_course_csv(gb, Path(self.coursedir.root) / "grades.csv", late_policy(self.coursedir.root))
 
 
+def _less_penalty(listing, penalties):
+    """One of the gradebook's listings for Formgrader, each score less the late penalty settled in the gradebook."""
+    def listed(gradebook, *args):
+        rows = listing(gradebook, *args)
+        taken = penalties(gradebook, *args)
+        for row in rows:
+            row["score"] = round(max(0.0, row["score"] - taken.get(row.get("student", row.get("id")), 0.0)), 3)
+        return rows
+
+    listed.less_penalty = True
+    return listed
+
+
 def install() -> None:
-    """nbgrader's generate_feedback made FeedbackAsGraded in this process (the course directory's
-    nbgrader_config.py calls it: nbgrader names its converter class in code, not in configuration)."""
+    """In this process (the course directory's nbgrader_config.py calls it; nbgrader names these in code, not
+    in configuration): nbgrader's generate_feedback is FeedbackAsGraded, and Formgrader's lists of scores
+    (Manage Submissions, Manage Students, a notebook's submissions) show the total the learner sees, less the
+    late penalty (stock Formgrader adds the grades up and leaves the penalty out)."""
     import nbgrader.apps.api
     import nbgrader.apps.generatefeedbackapp
+    from nbgrader.api import Gradebook
 
     nbgrader.apps.api.GenerateFeedback = FeedbackAsGraded
     nbgrader.apps.generatefeedbackapp.GenerateFeedback = FeedbackAsGraded
+    if getattr(Gradebook.submission_dicts, "less_penalty", False):
+        return
+    Gradebook.submission_dicts = _less_penalty(Gradebook.submission_dicts, lambda gb, assignment: {
+        s.student.id: s.late_submission_penalty for s in gb.find_assignment(assignment).submissions})
+    Gradebook.notebook_submission_dicts = _less_penalty(Gradebook.notebook_submission_dicts, lambda gb, nb, a: {
+        s.student.id: s.late_submission_penalty or 0.0 for s in gb.find_notebook(nb, a).submissions})
+    Gradebook.student_dicts = _less_penalty(Gradebook.student_dicts, lambda gb: {
+        s.id: sum(sub.late_submission_penalty for sub in s.submissions) for s in gb.students})
 
 
 class Publisher:
