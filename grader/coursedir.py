@@ -47,6 +47,9 @@ c.GenerateFeedback.preprocessors = ["grader.classroom.written.DropRubrics", "gra
 c.SettleTotal.root = {root!r}
 from grader.classroom.recording import feedback_exporter  # noqa: E402
 c.GenerateFeedback.exporter_class = feedback_exporter()
+# Generate feedback (no --force) regenerates the pages whose grades changed, and grades.csv (grader.classroom.publish).
+from grader.classroom.publish import install  # noqa: E402
+install()
 """
 
 

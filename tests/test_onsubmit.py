@@ -1,6 +1,7 @@
 """Grading on submit (grader.classroom.onsubmit), without a hub: submissions written into nbgrader's
 exchange as `nbgrader submit` writes them, the service's rounds run in the test. The hub, the pages
 and Chromium: tests/test_hub.py."""
+import csv
 import json
 import os
 import secrets
@@ -9,6 +10,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import nbformat
+import nbgrader.apps.api
+import nbgrader.apps.generatefeedbackapp
 import pytest
 from nbgrader.api import Gradebook
 from nbgrader.utils import notebook_hash
@@ -20,6 +23,7 @@ from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
 from grader.classroom.ledger import GRADED, GRADING, HELD, QUEUED, REFUSED, SUPERSEDED, Entry, Ledger, parse_inbound
 from grader.classroom.onsubmit import Service
+from grader.classroom.publish import install
 from grader.classroom.submitpolicy import parse_on_submit
 from grader.coursedir import COURSE_ID
 
@@ -119,6 +123,45 @@ def test_a_burst_is_one_queue_entry_and_a_restart_loses_nothing(tmp_path, pool):
     assert restarted.step() == []  # graded once
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         assert len(gb.find_assignment(CHAPTER.assignment).submissions) == 1
+
+
+def test_a_hand_grade_is_republished_within_a_round_and_settles_the_late_penalty(tmp_path, pool, monkeypatch):
+    """A TA grades in Formgrader (the gradebook changes, nothing else): the service's next round regenerates and
+    releases the learner's feedback and rewrites grades.csv; the late penalty of the new total is in the gradebook."""
+    overdue = (datetime.now(timezone.utc) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    root, exchange = course(tmp_path, "", due=f'[due]\n"02" = {overdue}\n[late]\nper_day = 20')
+    service = Service(root, exchange, pool)
+    folder = submit(exchange, "ada", samples.reference(CHAPTER))
+    [entry] = service.step()
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:  # Formgrader's grade and comment boxes
+        for grade in gb.find_submission_notebook(CHAPTER.name, CHAPTER.assignment, "ada").grades:
+            if grade.name.startswith("written_"):
+                grade.manual_score, grade.needs_manual_grade = grade.max_score, False
+                gb.find_comment(grade.name, CHAPTER.name, CHAPTER.assignment, "ada").manual_comment = "Well argued."
+        gb.db.commit()
+    assert service.step() == []  # nothing queued: the round republished
+    total = service.totals()[("ada", CHAPTER.assignment)]
+    assert total.complete and total.penalty > 0
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:  # what Formgrader's gradebook holds
+        submission = gb.find_submission(CHAPTER.assignment, "ada")
+        assert submission.score - submission.late_submission_penalty == pytest.approx(total.score)
+        for listing in ("submission_dicts", "notebook_submission_dicts", "student_dicts"):
+            monkeypatch.setattr(Gradebook, listing, getattr(Gradebook, listing))  # as it was, after this test
+        monkeypatch.setattr(nbgrader.apps.api, "GenerateFeedback", nbgrader.apps.api.GenerateFeedback)
+        monkeypatch.setattr(nbgrader.apps.generatefeedbackapp, "GenerateFeedback",
+                            nbgrader.apps.generatefeedbackapp.GenerateFeedback)
+        install()  # what the course directory's nbgrader_config.py does in Formgrader's process
+        assert [row["score"] for row in gb.submission_dicts(CHAPTER.assignment)] == [total.score]  # Manage Submissions
+        assert [row["score"] for row in gb.student_dicts()] == [total.score]  # Manage Students
+        assert [row["score"] for row in gb.notebook_submission_dicts(CHAPTER.name, CHAPTER.assignment)] == [total.score]
+    heading = f"(Score: {round(total.score, 2)} / {round(total.max_score, 2)}"
+    page = f"{CHAPTER.name}.html"
+    for page in (root / "feedback" / "ada" / CHAPTER.assignment / page, released_feedback(exchange, folder),
+                 root / "on-submit" / "feedback" / entry.key / page):
+        html = page.read_text()
+        assert heading in html and "Well argued." in html, page
+    [row] = csv.DictReader((root / "grades.csv").open())
+    assert float(row["score"]) == total.score and float(row["late_submission_penalty"]) == total.penalty
 
 
 def test_min_time_between_attempts_and_score_only_before_the_due_date(tmp_path, pool):

@@ -50,6 +50,7 @@ from grader.classroom.ledger import (
     now,
 )
 from grader.classroom.phrasebook import edition_of, phrasebook
+from grader.classroom.publish import Publisher
 from grader.classroom.recording import nbgrader_api
 from grader.classroom.safecopy import UnsafeSubmission, copy_tree
 from grader.classroom.submissions import TIMESTAMP_FILE, write_timestamp
@@ -92,6 +93,7 @@ class Service:
         self.requeue_stale(shown("queued again: the grading service restarted"))
         self.stopping = threading.Event()
         self.policy = PolicyFile(self.course_dir, term_file)
+        self.publisher = Publisher(self)
 
     def term(self):
         return self.policy.current()  # None while term.toml has an error (grader.classroom.term.PolicyFile)
@@ -179,6 +181,7 @@ class Service:
         """Scan, then grade what is queued (a batch per chapter and feedback kind); the entries graded.
         Nothing is being graded between rounds, so an entry still at "grading" is re-queued first."""
         self.requeue_stale(shown("queued again: its grading did not finish"))
+        self.publisher.round()  # hand grades, requests, regrades since the last round: feedback republished
         self.scan()
         queued = [e for e in self.ledger.of() if e.status == QUEUED]
         if not queued:

@@ -163,6 +163,12 @@ def _shown(output, seen: set, book: Phrasebook) -> bool:
 SAME_REASON = shown("the same reason as above")
 
 
+def stamp(state: str | None) -> str:
+    """The gradebook's state the page shows (grader.classroom.total.states), near its top: feedback whose stamp
+    is not the gradebook's state is regenerated (grader.classroom.publish)."""
+    return f'\n<meta name="grader-gradebook" content="{state}">' if state and state.isalnum() else ""
+
+
 def feedback_exporter():
     """nbconvert's HTML exporter for nbgrader's feedback, less its last pass: re-parsing the finished
     page with BeautifulSoup's pure-Python parser (about three quarters of the time per feedback file)
@@ -195,7 +201,7 @@ def feedback_exporter():
                 html = _chrome(html, phrasebook(edition_of(nb)), edition_of(nb))
             html = IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', html)
             html = TOC_ENTRY.sub(r"\1\2</a>", html).replace("</head>", FEEDBACK_CSS, 1)
-            html = html.replace("<head>", FEEDBACK_CSP, 1)
+            html = html.replace("<head>", FEEDBACK_CSP + stamp(resources.get("gradebook_state")), 1)
             head, body = html.split("<body", 1)
             maths = _mathml("<body" + body)
             html = (MATHJAX.sub("", head) if maths != "<body" + body else head) + maths  # MathML: no CDN script

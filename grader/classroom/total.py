@@ -16,6 +16,8 @@ The rule (guides/teaching.md: One total):
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,10 +160,41 @@ def settle(gradebook, student: str, assignment: str, late=None) -> Total | None:
     return total
 
 
+def states(gradebook, late=None, student: str | None = None) -> dict[tuple[str, str], str]:
+    """(student, assignment) -> a hash of what the learner's feedback shows of the gradebook: every grade and
+    comment and the late share (grader.classroom.publish: a feedback page stamped with another is out of date).
+    Four queries for the whole gradebook (of one learner, if named), whatever its size."""
+    from nbgrader.api import Comment, Grade, SubmittedAssignment, SubmittedNotebook
+
+    query = gradebook.db.query(SubmittedAssignment)
+    if student is not None:
+        query = query.filter(SubmittedAssignment.student_id == student)
+    parts, keys = {}, {}
+    for submission in query:
+        keys[submission.id] = key = (submission.student_id, submission.assignment.name)
+        parts[key] = [late.fraction(submission.total_seconds_late) if late is not None else 0.0, [], []]
+    notebooks = {nb: keys[sub] for nb, sub in gradebook.db.query(SubmittedNotebook.id, SubmittedNotebook.assignment_id)
+                 .filter(SubmittedNotebook.assignment_id.in_(list(keys)))}
+    grades = gradebook.db.query(Grade.notebook_id, Grade.cell_id, Grade.auto_score, Grade.manual_score,
+                                Grade.extra_credit, Grade.needs_manual_grade)
+    comments = gradebook.db.query(Comment.notebook_id, Comment.cell_id, Comment.auto_comment, Comment.manual_comment)
+    if student is not None:  # one learner's rows only (feedback stamps each page as it is made)
+        grades = grades.filter(Grade.notebook_id.in_(list(notebooks)))
+        comments = comments.filter(Comment.notebook_id.in_(list(notebooks)))
+    for index, rows in ((1, grades), (2, comments)):
+        for notebook, *row in rows:
+            if notebook in notebooks:
+                parts[notebooks[notebook]][index].append(row)
+    return {key: hashlib.sha256(json.dumps([share, sorted(graded, key=str), sorted(said, key=str)],
+                                           default=str).encode()).hexdigest()[:32]
+            for key, (share, graded, said) in parts.items()}
+
+
 class SettleTotal(NbGraderPreprocessor):
     """Feedback (nbgrader's generate_feedback, Formgrader's button included): the late penalty by the
     course's rule, settled before nbgrader's GetGrades reads the gradebook; pending written answers marked
-    (`pending` in the cell's nbgrader metadata) so the page says so instead of 0 points."""
+    (`pending` in the cell's nbgrader metadata) so the page says so instead of 0 points; the gradebook's state
+    (`states`) for the page's stamp (grader.classroom.publish)."""
 
     root = Unicode("", help="the course directory (its term.toml holds the late policy)").tag(config=True)
 
@@ -172,6 +205,7 @@ class SettleTotal(NbGraderPreprocessor):
         late = late_policy(self.root) if self.root else None
         with Gradebook(meta["db_url"]) as gb:
             total = settle(gb, meta["student"], meta["assignment"], late)
+            resources["gradebook_state"] = states(gb, late, meta["student"]).get((meta["student"], meta["assignment"]))
         pending = set(total.pending) if total else set()
         for cell in nb.cells:
             nbgrader = cell.get("metadata", {}).get("nbgrader", {})
