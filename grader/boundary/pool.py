@@ -27,7 +27,7 @@ from grader.boundary import forkserver, memcg
 from grader.boundary.confine import Limits
 from grader.boundary.score import shown
 from grader.boundary.unit import Job, Verdict
-from grader.boundary.wire import Lost, WireError
+from grader.boundary.wire import Lost, Overtime, WireError
 from grader.chapters import Chapter
 
 MAX_MESSAGE = 32 * 1024 * 1024  # bytes of one cell's message
@@ -139,9 +139,19 @@ class Pool:
                     reached = message["index"] + 1
                 elif kind == "test" and message.get("index") in tests and message["index"] not in verdict.cells:
                     index = message["index"]
+                    seconds = self.timeout + GRACE
+                    watchdog = threading.Timer(seconds + 1, proc.kill)  # a send blocked on a child that stopped reading
+                    watchdog.start()
                     try:
-                        verdict.cells[index] = judge_exercise(tests[index], receive, self.timeout, job.secret)
-                    except Lost:
+                        verdict.cells[index] = judge_exercise(tests[index], receive, self.timeout, job.secret,
+                                                              deadline=time.monotonic() + seconds)
+                    except (Overtime, Lost) as err:
+                        # past this side's deadline, whatever the child did to its own alarm: no credit, and
+                        # the child is killed below
+                        if isinstance(err, Overtime) or not watchdog.is_alive():
+                            verdict.cells[index] = {"passed": [], "failed": [], "zero_reason": shown(
+                                f"its checks ran past the {seconds:g} s limit of one exercise; the grader stopped "
+                                "the notebook here")}
                         verdict.error = shown(f"cell {index + 1} ran past the {self.timeout:g} s limit and could not "
                                               "be interrupted, or its process ended; later cells were not run")
                         break
@@ -149,6 +159,8 @@ class Pool:
                         verdict.error = shown(f"cell {index + 1}: the sandbox broke the grading protocol ({err}); "
                                               "later cells were not run")
                         break
+                    finally:
+                        watchdog.cancel()
                     reached = index + 1
                 elif kind == "done":
                     done = True
