@@ -7,7 +7,10 @@ own where this machine allows one (grader.boundary.memcg), and runs the cells. W
 cell, the exercise's checks run here, against proxies of its objects (grader.boundary.proxy): scores
 are computed on this side, from the checks the trusted specs define. Messages are read with a size
 limit and parsed as JSON, never unpickled; the outputs kept of one submission are bounded; a child
-that stops answering, or runs past the submission's wall-clock limit, is killed.
+that stops answering, or runs past the submission's wall-clock limit, is killed, and so is one whose
+exercise's checks run past their deadline on this side's clock (the cell time limit and GRACE; whatever it did
+to its own alarm), that exercise scoring nothing. No lock is held while a child is awaited
+(grader.boundary.proxy.turn), so one learner's child delays no other's grading.
 """
 from __future__ import annotations
 
