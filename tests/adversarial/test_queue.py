@@ -405,3 +405,31 @@ def test_a_learner_submitting_many_times_quickly_has_one_attempt_in_flight_and_d
     assert started > first(log, ids["sleeper"], (GRADED, FAILED))  # it waited for mallory's own attempt in flight
     for entry_id in ids["honest"]:  # submitted after it, graded before it started: it held no classmate
         assert first(log, entry_id, (GRADED,)) < started, service.ledger.entries[entry_id]
+
+
+def test_no_lock_of_the_course_is_held_while_a_learners_notebook_runs(tmp_path, pool, monkeypatch):
+    """Before, autograde_with held the course directory's lock (and the SQLite gradebook's) for a whole grading,
+    so workers grading side by side would take turns on it."""
+    import fcntl
+
+    root, exchange = course(tmp_path)
+    submit(exchange, "ben", samples.reference(CHAPTER))
+    service = Service(root, exchange, pool)
+    calls, judge_all = [], pool.judge_all
+
+    def judging(jobs, **kwargs):  # while a notebook is judged: may another take each lock at once?
+        calls.append(free := [])
+        for name in (".grader-autograde.lock", ".gradebook.db.grader-lock"):
+            with open(root / name, "a") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+                    free.append(name)
+                except BlockingIOError:
+                    pass
+        return judge_all(jobs, **kwargs)
+
+    monkeypatch.setattr(pool, "judge_all", judging)
+    service.step()
+    assert newest(service, "ben").status == GRADED
+    assert calls[0] == [".grader-autograde.lock", ".gradebook.db.grader-lock"]  # ben's (then the reference's)
