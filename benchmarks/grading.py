@@ -5,6 +5,11 @@ projection to a class of 100 students x 9 chapters.
     .venv/bin/python benchmarks/grading.py                              # 4 students x chapters 01 02
     .venv/bin/python benchmarks/grading.py --students 30 --chapters 01 02 03 04 05 06 --jobs 2   # the issue's class
     .venv/bin/python benchmarks/grading.py --no-stock                   # skip the (slow) stock nbgrader run
+    .venv/bin/python benchmarks/grading.py --stall                      # one learner stops their own clock
+
+--stall (issue 44, item 6): an honest classmate graded alone, then in a batch (--jobs 2, --timeout 5) beside a
+learner whose softmax switches off the grader's alarm inside a hidden check (tests/adversarial/cases.STALLS):
+each notebook's time from the batch's start to its verdict, and the stalled exercise's score and message.
 
 The class mixes the reference, the untouched release and catalogued wrong answers (grader.authoring.samples).
 Stock nbgrader runs each notebook in a fresh Jupyter kernel, the hidden checks inside it; ours runs
@@ -73,16 +78,54 @@ def stock_autograde(inbox: Path, course: Path, chapters, timeout: int) -> float:
     return time.perf_counter() - start
 
 
+def stall(jobs: int, timeout: int) -> None:
+
+    from grader.boundary.pool import Pool
+    from grader.classroom.grading import grade_paths
+
+    sys.path.append(str(Path(__file__).resolve().parents[1]))  # after the installed grader: tests' attacks
+    from tests.adversarial.cases import notebook, stalling
+
+    started, finished, judge = [0.0], {}, Pool.judge
+
+    def timed(self, job):
+        verdict = judge(self, job)
+        finished[job.key.split("/")[0]] = time.perf_counter() - started[0]
+        return verdict
+
+    Pool.judge = timed
+    with tempfile.TemporaryDirectory(prefix="stall-bench-") as tmp:
+        honest, hostile = Path(tmp) / "honest.ipynb", Path(tmp) / "hostile.ipynb"
+        nbformat.write(notebook(), honest)
+        nbformat.write(stalling("signal.setitimer(signal.ITIMER_REAL, 0)\n    time.sleep(3600)"), hostile)
+        grade_paths([str(honest)], timeout=timeout, jobs=jobs)  # fills the release cache
+        for paths, what in (([honest], "alone"), ([hostile, honest], "beside the stalling learner")):
+            started[0] = time.perf_counter()
+            results = grade_paths([str(p) for p in paths], timeout=timeout, jobs=jobs)
+            times = [finished.get(f"submission{i + 1:03d}", float("nan")) for i in range(len(paths))]
+            print(f"honest classmate {what}: {times[-1]:6.1f} s to its verdict, score {results[-1]['score']:g}")
+            if len(paths) == 2:
+                softmax = results[0]["tests"]["test_softmax"]
+                print(f"stalling learner: {times[0]:6.1f} s (--timeout {timeout}), softmax {softmax['score']:g} / "
+                      f"{softmax['max_score']:g}, total {results[0]['score']:g}: {softmax.get('error')}")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared machine: compare runs "
+          "side by side)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=4)
     parser.add_argument("--chapters", nargs="+", default=["01", "02"])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-stock", action="store_true")
+    parser.add_argument("--stall", action="store_true", help="only the stalling learner's batch (issue 44)")
+    parser.add_argument("--timeout", type=int, default=5, help="the cell time limit of --stall")
     parser.add_argument("--repeat", type=int, default=3, help="runs of the cold `grader grade` and of `import torch`")
     parser.add_argument("--secret", type=int, default=1,
                         help="the hidden inputs' secret of both routes (grader.boundary.seeds)")
     args = parser.parse_args()
+    if args.stall:
+        return stall(args.jobs, args.timeout)
     # One secret for both routes, so that "same scores" compares like with like: `grader autograde`
     # otherwise draws one per submission, and a wrong answer's partial score depends on the inputs.
     os.environ[seeds.ENV] = str(args.secret)

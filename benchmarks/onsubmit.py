@@ -6,12 +6,18 @@ hub runs it (a warm sandboxed pool), minus the hub's HTTP layer.
     .venv/bin/python benchmarks/onsubmit.py                  # 5 learners one at a time, then a burst of 20
     .venv/bin/python benchmarks/onsubmit.py --single 10 --burst 20 --chapter 02 --jobs 2
     .venv/bin/python benchmarks/onsubmit.py --single 0 --burst 0 --flood 1200
+    .venv/bin/python benchmarks/onsubmit.py --single 0 --burst 0 --behind 40 --rush 50   # issue 44, item 7
 
 The burst: N learners submit within 10 s (one every 10/N s); the figure is the time from the first
 submission to the last feedback, and the gradebook must then hold exactly N rows.
 The flood: one learner leaves N folders in the inbound folder at once; the figures are the service's
 round that first sees them (its scan), a later round's scan, and how long an honest classmate who
 submits right after waits for feedback.
+Behind a slow notebook (`--behind S`): a learner submits a notebook that sleeps S s, a classmate submits
+a second later; the figure is the classmate's wait (as if alone: no learner delays another).
+The rush (`--rush N`): N learners submit within a minute, the first a hostile notebook that sleeps until
+the term's time limit (`--limit`, term.toml's time_limit_seconds) stops it; the figures are the median and
+the slowest wait of the others, and the hostile one's.
 """
 from __future__ import annotations
 
@@ -97,12 +103,53 @@ def flood(exchange: Path, chapter, n: int, scans: list[float]) -> None:
           f"a later round in {rounds[-1]:.3f} s; an honest classmate waited {waited:.1f} s for feedback")
 
 
+def sleeper(chapter, seconds: float) -> nbformat.NotebookNode:
+    """The reference with a first cell that sleeps: slow, or (for hours) hostile."""
+    nb = samples.reference(chapter)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(f"import time\ntime.sleep({seconds})"))
+    return nb
+
+
+def waiting(feedback: Path, waits: list[float]) -> threading.Thread:
+    """A thread that appends how long this learner waits for their feedback, from now."""
+    thread = threading.Thread(target=lambda: waits.append(wait([feedback], 1800)), daemon=True)
+    thread.start()
+    return thread
+
+
+def behind(exchange: Path, chapter, seconds: float) -> None:
+    """A classmate who submits a second after a notebook that sleeps `seconds`."""
+    slow, classmate = [], []
+    first = waiting(submit(exchange, "slowpoke", chapter, sleeper(chapter, seconds)), slow)
+    time.sleep(1.0)
+    waiting(submit(exchange, "rightafter", chapter, samples.reference(chapter)), classmate).join()
+    first.join()
+    print(f"behind a {seconds:g} s notebook: the classmate who submitted 1 s later waited {classmate[0]:.1f} s "
+          f"(the slow notebook's own feedback: {slow[0]:.1f} s)")
+
+
+def rush(exchange: Path, chapter, n: int) -> None:
+    """n learners within a minute, the first hostile (sleeps for an hour: the time limit stops it)."""
+    hostile, waits = [], []
+    threads = [waiting(submit(exchange, "hostile", chapter, sleeper(chapter, 3600)), hostile)]
+    for i in range(1, n):
+        time.sleep(60 / n)
+        threads.append(waiting(submit(exchange, f"rush{i:02d}", chapter, samples.reference(chapter)), waits))
+    for thread in threads:
+        thread.join()
+    print(f"rush of {n} learners within 60 s, the first hostile: the {n - 1} others waited median "
+          f"{statistics.median(waits):.1f} s, slowest {max(waits):.1f} s (the hostile one: {hostile[0]:.1f} s)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chapter", default="02")
     parser.add_argument("--single", type=int, default=5, help="learners submitting one at a time")
     parser.add_argument("--burst", type=int, default=20, help="learners submitting within 10 s")
     parser.add_argument("--flood", type=int, default=0, help="folders one learner leaves in the inbound folder")
+    parser.add_argument("--behind", type=float, default=0, help="seconds a notebook sleeps, a classmate behind it")
+    parser.add_argument("--rush", type=int, default=0, help="learners within a minute, the first hostile")
+    parser.add_argument("--limit", type=int, default=60, help="term.toml's time_limit_seconds (for --rush)")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     chapter = find_chapter(args.chapter)
@@ -113,7 +160,8 @@ def main() -> int:
         for sub in ("inbound", "feedback"):
             (exchange / COURSE_ID / sub).mkdir(parents=True)
         root.mkdir()
-        (root / "term.toml").write_text(f'[on_submit]\nchapters = ["{chapter.number}"]\n')
+        limit = f"time_limit_seconds = {args.limit}\n" if args.rush else ""
+        (root / "term.toml").write_text(f'[on_submit]\nchapters = ["{chapter.number}"]\n{limit}')
         started = time.perf_counter()
         pool.start()
         service = Service(root, exchange, pool)
@@ -121,7 +169,7 @@ def main() -> int:
         worker = threading.Thread(target=service.serve, args=(0.2,), daemon=True)
         worker.start()
         print(f"service up (pool started) in {time.perf_counter() - started:.1f} s; chapter {chapter.assignment}, "
-              f"{args.jobs} jobs")
+              f"{args.jobs} jobs; grader from {Path(sys.modules['grader'].__file__).parent.parent}")
         singles = []
         for i in range(args.single):
             feedback = submit(exchange, f"alone{i}", chapter, makers[i % len(makers)](chapter))
@@ -146,6 +194,10 @@ def main() -> int:
                 return 1
         if args.flood:
             flood(exchange, chapter, args.flood, scans)
+        if args.behind:
+            behind(exchange, chapter, args.behind)
+        if args.rush:
+            rush(exchange, chapter, args.rush)
         service.stop()
         worker.join(timeout=120)
     forkserver.stop()

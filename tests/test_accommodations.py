@@ -131,7 +131,7 @@ def test_a_learners_own_time_limit_grades_them_in_a_batch_of_their_own(tmp_path,
     monkeypatch.setattr(service, "_grade", lambda assignment, entries, term, score_only:
                         batches.append(sorted(e.student for e in entries)) or [])
     service.step()
-    assert sorted(batches) == [["ada", "bea"], ["learner7"]]
+    assert sorted(batches) == [["ada"], ["bea"], ["learner7"]]  # each learner graded on their own
     limits = []
 
     def autograde(pool, *args, **kwargs):
@@ -142,7 +142,7 @@ def test_a_learners_own_time_limit_grades_them_in_a_batch_of_their_own(tmp_path,
     term = service.term()
     for students in (["learner7"], ["ada", "bea"]):
         service._autograde(CHAPTER, [service.ledger.entries[f"{s}+{CHAPTER.assignment}+1"] for s in students],
-                           term, False)
+                           term, False, tmp_path / "work")
     assert limits == [(["learner7"], 600), (["ada", "bea"], 100)]
 
 

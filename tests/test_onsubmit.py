@@ -245,6 +245,9 @@ def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path,
     assert "Your submissions, ada" in mine and f"{ada.score:g} / {ada.max_score:g}" in mine and wrong in mine
     assert f"/services/grading/feedback/{ada.key}" in mine
     assert "ben" not in mine and service.ledger.of("ben")[0].key not in mine
+    from grader.classroom.timelimit import DEFAULT_SECONDS
+
+    assert ada.time_limit == DEFAULT_SECONDS and "time limit: 5 min" in mine  # no reference measured yet: minutes
     overview = class_page(service.ledger)
     assert "Queue: 0 waiting" in overview and "ada" in overview and "ben" in overview
     # ben wrote the written answers: pending until graded by hand, on his page and in api/mine (the one total)
@@ -345,11 +348,12 @@ def test_a_notebook_linked_to_the_class_solutions_is_refused(tmp_path, pool):
 
 def test_the_time_limit_is_fitted_to_the_chapters_reference():
     from grader.classroom.submitpolicy import SubmitPolicy
-    from grader.classroom.timelimit import FLOOR_SECONDS, fitted
+    from grader.classroom.timelimit import DEFAULT_SECONDS, FLOOR_SECONDS, fitted
 
     assert fitted(SubmitPolicy(), 2.0, 1800) == FLOOR_SECONDS  # a fast chapter: the floor
     assert fitted(SubmitPolicy(time_limit_factor=4), 30.0, 1800) == 120
-    assert fitted(SubmitPolicy(), None, 1800) == 1800  # not measured yet: the pool's own limit
+    assert fitted(SubmitPolicy(), None, 1800) == DEFAULT_SECONDS == 300  # not measured yet: minutes, not half an hour
+    assert fitted(SubmitPolicy(), None, 120) == 120  # never over the pool's own limit
     assert fitted(SubmitPolicy(time_limit_seconds=20.0), 30.0, 1800) == 20
     policies = parse_on_submit({"chapters": ["02"], "time_limit_factor": 3, "per_hour": 4}, "t")
     assert policies[CHAPTER.assignment].time_limit_factor == 3 and policies[CHAPTER.assignment].per_hour == 4

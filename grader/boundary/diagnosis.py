@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 
 from course.checks import ON_GRADERS_SIDE, CheckFailed
-from grader.boundary.proxy import LOCK, Session
+from grader.boundary.proxy import Session, turn
 from grader.boundary.spec import Exercise, in_place_record
 from grader.boundary.wire import Lost, WireError
 
@@ -48,28 +48,14 @@ def lost_points(message: Any) -> bool:
     return any(type(item) is list and len(item) == 2 and item[1] != UNWRITTEN for item in message.get("failed") or [])
 
 
-class _Session(Session):
-    """A Session that, once the child stopped answering, fails at once: a check that catches the error
-    and calls again does not wait for it again."""
-
-    lost = False
-
-    def request(self, op: str, *args):
-        if self.lost:
-            raise Lost("the child stopped answering")
-        try:
-            return super().request(op, *args)
-        except (Lost, WireError):
-            self.lost = True
-            raise
-
-
-def diagnose(exercise: Exercise, check: Callable[[Any], None], conn, seconds: float = SECONDS) -> str | None:
-    """Run `check` here on the object the child at `conn` judged for `exercise`: the message of the known
-    mistake it names, else None. Lost or WireError when the child stopped answering or broke the protocol."""
+def diagnose(exercise: Exercise, check: Callable[[Any], None], conn, seconds: float = SECONDS,
+             deadline: float | None = None) -> str | None:
+    """Run `check` here on the object the child at `conn` judged for `exercise`, by `deadline` (time.monotonic();
+    by default `seconds` and the grace from now): the message of the known mistake it names, else None. Lost
+    or WireError when the child stopped answering, ran past the deadline or broke the protocol."""
     found = None
-    with LOCK, torch.random.fork_rng(devices=[]):
-        session = _Session(conn, seconds, grace=GRACE)
+    with turn(), torch.random.fork_rng(devices=[]):
+        session = Session(conn, seconds, grace=GRACE, deadline=deadline)
         obj = session.request("begin", exercise.name, dict(exercise.stand_ins), list(exercise.forbidden),
                               float(seconds))
         if obj is not None:
@@ -92,16 +78,19 @@ def diagnose(exercise: Exercise, check: Callable[[Any], None], conn, seconds: fl
 def diagnose_all(chapter_name: str, tests: dict[int, Exercise], cells: dict[int, dict], conn,
                  budget: float = BUDGET) -> None:
     """Add `"diagnosis"` to each judged cell (index -> its dict) that lost points and whose public check
-    names a known mistake, within `budget` seconds; stops at the first child that no longer answers."""
-    started = time.perf_counter()
+    names a known mistake, within `budget` seconds (and the grace: the trusted side's own deadline, whatever
+    the child does to its clock); stops at the first child that no longer answers."""
+    started = time.monotonic()
+    ends = started + budget + GRACE
     for index, exercise in tests.items():
         if not lost_points(cells.get(index)) or (check := public_check(chapter_name, exercise.name)) is None:
             continue
-        left = budget - (time.perf_counter() - started)
+        left = budget - (time.monotonic() - started)
         if left < 1:
             return
         try:
-            found = diagnose(exercise, check, conn, min(SECONDS, left))
+            found = diagnose(exercise, check, conn, min(SECONDS, left),
+                             deadline=min(time.monotonic() + min(SECONDS, left) + GRACE, ends))
         except Exception:  # noqa: BLE001 - the child is lost or the conversation broken: no more text
             return
         if found:

@@ -7,7 +7,10 @@ own where this machine allows one (grader.boundary.memcg), and runs the cells. W
 cell, the exercise's checks run here, against proxies of its objects (grader.boundary.proxy): scores
 are computed on this side, from the checks the trusted specs define. Messages are read with a size
 limit and parsed as JSON, never unpickled; the outputs kept of one submission are bounded; a child
-that stops answering, or runs past the submission's wall-clock limit, is killed.
+that stops answering, or runs past the submission's wall-clock limit, is killed, and so is one whose
+exercise's checks run past their deadline on this side's clock (the cell time limit and GRACE; whatever it did
+to its own alarm), that exercise scoring nothing. No lock is held while a child is awaited
+(grader.boundary.proxy.turn), so one learner's child delays no other's grading.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from grader.boundary import forkserver, memcg
 from grader.boundary.confine import Limits
 from grader.boundary.score import shown
 from grader.boundary.unit import Job, Verdict
-from grader.boundary.wire import Lost, WireError
+from grader.boundary.wire import Lost, Overtime, WireError
 from grader.chapters import Chapter
 
 MAX_MESSAGE = 32 * 1024 * 1024  # bytes of one cell's message
@@ -139,9 +142,19 @@ class Pool:
                     reached = message["index"] + 1
                 elif kind == "test" and message.get("index") in tests and message["index"] not in verdict.cells:
                     index = message["index"]
+                    seconds = self.timeout + GRACE
+                    watchdog = threading.Timer(seconds + 1, proc.kill)  # a send blocked on a child that stopped reading
+                    watchdog.start()
                     try:
-                        verdict.cells[index] = judge_exercise(tests[index], receive, self.timeout, job.secret)
-                    except Lost:
+                        verdict.cells[index] = judge_exercise(tests[index], receive, self.timeout, job.secret,
+                                                              deadline=time.monotonic() + seconds)
+                    except (Overtime, Lost) as err:
+                        # past this side's deadline, whatever the child did to its own alarm: no credit, and
+                        # the child is killed below
+                        if isinstance(err, Overtime) or not watchdog.is_alive():
+                            verdict.cells[index] = {"passed": [], "failed": [], "zero_reason": shown(
+                                f"its checks ran past the {seconds:g} s limit of one exercise; the grader stopped "
+                                "the notebook here")}
                         verdict.error = shown(f"cell {index + 1} ran past the {self.timeout:g} s limit and could not "
                                               "be interrupted, or its process ended; later cells were not run")
                         break
@@ -149,6 +162,8 @@ class Pool:
                         verdict.error = shown(f"cell {index + 1}: the sandbox broke the grading protocol ({err}); "
                                               "later cells were not run")
                         break
+                    finally:
+                        watchdog.cancel()
                     reached = index + 1
                 elif kind == "done":
                     done = True

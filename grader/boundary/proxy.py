@@ -23,7 +23,9 @@ What the checks see is what they saw when they ran beside the learner's code:
 """
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from typing import Any
 
 import torch
@@ -32,15 +34,46 @@ import torch.nn as nn
 
 from grader.boundary import claims
 from grader.boundary.score import Result, forbidden_reason, run_each, shown
-from grader.boundary.spec import Exercise, hidden_inputs, in_place_record
+from grader.boundary.spec import Exercise, hidden_inputs, in_place_record, secret_back, secret_now
 from grader.boundary.specs import exercises
 from grader.boundary.standin_host import StandInHost
 from grader.boundary.wire import Codec, Endpoint, Lost, WireError, raw_from
 
-GRACE = 15  # seconds past the time limit before a silent child counts as lost
-# One exercise is judged at a time in this process: checks seed torch's global generator, which
-# all threads share.
+GRACE = 15  # seconds past an exercise's time limit before the trusted side gives up on its child
+# One exercise's checks compute at a time in this process: they seed torch's global generator and
+# draw hidden inputs from one secret, which all threads share. The turn is held only while this side
+# computes: waiting on a learner's child, it is handed on and that global state kept aside, so one
+# learner's child never holds up another's checks (DESIGN.md invariant 11).
 LOCK = threading.Lock()
+_TURN = threading.local()
+
+
+@contextlib.contextmanager
+def turn():
+    """This thread's turn to compute checks, until the block ends (handed on while it waits: `wait`)."""
+    with LOCK:
+        _TURN.held = True
+        try:
+            yield
+        finally:
+            _TURN.held = False
+
+
+def wait(conn, seconds: float) -> bool:
+    """`conn.poll(seconds)`; a thread holding the turn hands it on meanwhile and takes it back, with
+    torch's global generator and the hidden inputs' secret as it left them."""
+    if not getattr(_TURN, "held", False) or conn.poll(0):
+        return conn.poll(seconds)
+    rng, secret = torch.get_rng_state(), secret_now()
+    _TURN.held = False
+    LOCK.release()
+    try:
+        return conn.poll(seconds)
+    finally:
+        LOCK.acquire()
+        _TURN.held = True
+        torch.set_rng_state(rng)
+        secret_back(secret)
 
 
 class Foreign:
@@ -194,11 +227,16 @@ class TrustedCodec(Codec):
 
 
 class Session(StandInHost):
-    """One exercise's conversation with the child."""
+    """One exercise's conversation with the child, which ends at `deadline` (time.monotonic(); by
+    default `timeout + grace` from now), whatever the child does to its own clock: past it, every
+    request raises Overtime at once, so a check that catches the error and asks again waits no longer."""
 
-    def __init__(self, conn, timeout: float, grace: float = GRACE):
+    def __init__(self, conn, timeout: float, grace: float = GRACE, deadline: float | None = None):
         self.codec = TrustedCodec(self)
-        self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: timeout + grace)
+        self.ends = time.monotonic() + timeout + grace if deadline is None else deadline
+        self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: max(0.0, self.ends - time.monotonic()))
+        self.endpoint.wait = lambda seconds: wait(conn, seconds)
+        self.lost: Lost | None = None
         self.proxies: dict[int, Remote] = {}
         self.tokens: dict[int, tuple[list, Any, list]] = {}
         self.handed: dict[int, tuple[Any, str]] = {}
@@ -207,7 +245,13 @@ class Session(StandInHost):
         self.mirrors = claims.Mirrors()
 
     def request(self, op: str, *args):
-        return self.endpoint.request(op, *args)
+        if self.lost is not None:  # the conversation is broken: never half-way through another message
+            raise Lost(str(self.lost))
+        try:
+            return self.endpoint.request(op, *args)
+        except (Lost, WireError) as err:
+            self.lost = Lost(str(err))
+            raise
 
     def call(self, target, args: tuple, kwargs: dict):
         reply = self.request("call", target, list(args), dict(kwargs), torch.is_grad_enabled(), torch.get_rng_state())
@@ -278,18 +322,19 @@ def checks_of(chapter_name: str) -> dict[str, Exercise]:
     return exercises(chapter_name)
 
 
-def judge_exercise(exercise: Exercise, conn, timeout: float, secret: int = 0) -> dict:
-    """Every check of `exercise`, run here against the child's object; the verdict as plain data."""
-    result = evaluate(exercise, conn, timeout, secret)
+def judge_exercise(exercise: Exercise, conn, timeout: float, secret: int = 0, deadline: float | None = None) -> dict:
+    """Every check of `exercise`, run here against the child's object, by `deadline` (time.monotonic());
+    the verdict as plain data. Overtime (a Lost) when the child has not answered by then."""
+    result = evaluate(exercise, conn, timeout, secret, deadline)
     return {"passed": result.passed, "failed": [list(f) for f in result.failed], "zero_reason": result.zero_reason}
 
 
-def evaluate(exercise: Exercise, conn, timeout: float, secret: int = 0):
+def evaluate(exercise: Exercise, conn, timeout: float, secret: int = 0, deadline: float | None = None):
     """Every check of `exercise`, run in this process against the object the child at `conn` holds;
     its hidden inputs drawn from `secret` (grader.boundary.spec.hidden_inputs), which stays here."""
     result = Result(exercise.name, exercise.points)
-    with LOCK, torch.random.fork_rng(devices=[]), hidden_inputs(secret):
-        session = Session(conn, timeout)
+    with turn(), torch.random.fork_rng(devices=[]), hidden_inputs(secret):
+        session = Session(conn, timeout, deadline=deadline)
         stand_ins = dict(exercise.stand_ins)
         obj = session.request("begin", exercise.name, stand_ins, list(exercise.forbidden), float(timeout))
         if obj is None:

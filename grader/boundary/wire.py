@@ -43,6 +43,10 @@ class Lost(Exception):
     """The other side stopped answering (closed the pipe or ran past the deadline)."""
 
 
+class Overtime(Lost):
+    """The other side had not answered by the deadline of what it was asked (grader.boundary.proxy)."""
+
+
 DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
     torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128)}
@@ -258,6 +262,7 @@ class Endpoint:
 
     def __init__(self, conn, codec: Codec, handle: Callable[[str, list], Any], deadline: Callable[[], float | None]):
         self.conn, self.codec, self.handle, self.deadline = conn, codec, handle, deadline
+        self.wait: Callable[[float], bool] = conn.poll  # conn.poll, or one that lets other threads on meanwhile
         self.depth = 0
         self.in_wire = 0  # > 0 while this side reads, writes or translates a message
         self.after_reply: Callable[[], None] | None = None  # runs as an answer is handed back
@@ -284,8 +289,8 @@ class Endpoint:
 
     def _receive(self) -> tuple[dict, list[bytes]]:
         timeout = self.deadline()
-        if timeout is not None and not self.conn.poll(timeout):
-            raise Lost("no answer in time")
+        if timeout is not None and not self.wait(timeout):
+            raise Overtime("no answer in time")
         try:
             header = json.loads(self.conn.recv_bytes(MAX_HEADER))
             if type(header) is not dict or type(header.get("frames")) is not int \
@@ -293,8 +298,8 @@ class Endpoint:
                 raise WireError("a message without a valid header")
             frames, total = [], 0
             for _ in range(header["frames"]):
-                if timeout is not None and not self.conn.poll(timeout):
-                    raise Lost("a message stopped half-way")
+                if timeout is not None and not self.wait(timeout):
+                    raise Overtime("a message stopped half-way")
                 blob = self.conn.recv_bytes(MAX_TENSOR_BYTES)
                 total += len(blob)
                 if total > MAX_TENSOR_BYTES:

@@ -304,23 +304,27 @@ def _chapters_of(submissions: list[Submission]) -> list[Chapter]:
 def grade_all(course: CourseDir, submissions: list[Submission], released: dict, pool: Pool,
               progress: bool = True, rerun_all: bool = False, term=None,
               book: locks.Locks = locks.Locks(), reuse_secrets: bool = False,
-              secret: int | None = None) -> None:
+              secret: int | None = None, hold=None) -> None:
     """Stage, judge (in parallel, in the sandbox) and record every submission; never stops early.
     `term` (grader.classroom.term.Term): due dates, extensions and the late policy; `book`: the locks recording
     holds on a gradebook other graders share (grader.classroom.locks); `reuse_secrets`: draw the hidden
     inputs from the secrets kept at the last grading (grader.boundary.seeds), as a regrade does; `secret`:
-    one for every submission instead (reproducible scores, for tests; else $COURSE_GRADING_SEED if set)."""
-    for sub in submissions:
-        stage(course, sub, released, rerun_all)
-    staged = [s for s in submissions if s.chapter and s.cells]
-    by_key = {s.key: s for s in staged}
-    if term is not None:
-        term.prepare(course, staged)
-    api = nbgrader_api(course, term)
+    one for every submission instead (reproducible scores, for tests; else $COURSE_GRADING_SEED if set);
+    `hold`: the locks for one short step (staging, recording one submission), when the caller holds none
+    while judging (autograde_with's `judge_unlocked`)."""
+    hold = hold or (lambda: contextlib.nullcontext(book))
+    with hold():
+        for sub in submissions:
+            stage(course, sub, released, rerun_all)
+        staged = [s for s in submissions if s.chapter and s.cells]
+        by_key = {s.key: s for s in staged}
+        if term is not None:
+            term.prepare(course, staged)
+        api = nbgrader_api(course, term)
 
     def recorded(sub: Submission, verdict: Verdict | None) -> None:
         sub.verdict = verdict
-        with book.recording(sub.student):
+        with hold() as held, (held or book).recording(sub.student):
             with one_submission(sub, shown("record the grade of")):
                 return record(course, api, sub)
             # nbgrader could not record the learner's notebook: the release is recorded instead, a zero
@@ -342,7 +346,8 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
     jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment, drawn.get(s.key, secret))
             for s in judged]
     pool.judge_all(jobs, progress=progress, done=lambda job, verdict: recorded(by_key[job.key], verdict))
-    save_notes(course, submissions)
+    with hold():
+        save_notes(course, submissions)
 
 
 def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: bool = False,
@@ -399,34 +404,57 @@ def autograde_class(submissions_dir: str | Path, course_dir: str | Path, db_url:
 def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db_url: str | None = None,
                    timeout: int = 120, chapters: list[Chapter] | None = None, progress: bool = True,
                    rerun_all: bool = False, term=None, pattern: str | None = None,
-                   feedback_for: list[str] | None = None, score_only: bool = False) -> tuple[str, list[dict]]:
+                   feedback_for: list[str] | None = None, score_only: bool = False,
+                   judge_unlocked: bool = False) -> tuple[str, list[dict]]:
     """autograde_class on a pool already running (the grading service keeps one warm); returns the
     summary and one result per submission (grade_paths' JSON contract, with "student" and
     "assignment"). `feedback_for`: generate feedback for these students only (default: the class);
-    `score_only`: that feedback shows scores, not the checks' messages (grader.classroom.recording.ScoreOnly)."""
-    with locks.locked(Path(course_dir).resolve()):
-        submissions, notes = gather(submissions_dir, course_dir, pattern)
-        set_aside_duplicates(submissions)
-        if term is not None:
-            term.fill_times(submissions)
-        chapters = chapters or _chapters_of(submissions)
+    `score_only`: that feedback shows scores, not the checks' messages (grader.classroom.recording.ScoreOnly).
+    The course directory's lock and the gradebook's (grader.classroom.locks) are held for the whole run, or,
+    with `judge_unlocked`, only for the short steps (setup, recording each submission, feedback), never while
+    learner code runs: the grading service, whose workers each grade one learner (DESIGN.md invariant 11)."""
+    root = Path(course_dir).resolve()
+
+    def short(url: str | None = None):  # the locks for one short step, when not held for the whole run
+        return _short_step(root, url) if judge_unlocked else contextlib.nullcontext()
+
+    with contextlib.nullcontext() if judge_unlocked else locks.locked(root):
         pool.start()
-        load_checks(chapters)
-        own_file = Path(course_dir).resolve() / "gradebook.db"
-        fresh = db_url is None and database_of(course_dir) == f"sqlite:///{own_file}" and not own_file.exists()
-        course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
-        with locks.shared(course.db_url) as book:
-            with book.releasing():  # a new course directory may start from the cache
+        with short():
+            submissions, notes = gather(submissions_dir, course_dir, pattern)
+            set_aside_duplicates(submissions)
+            if term is not None:
+                term.fill_times(submissions)
+            chapters = chapters or _chapters_of(submissions)
+            load_checks(chapters)
+            course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
+        with contextlib.nullcontext(locks.Locks()) if judge_unlocked else locks.shared(course.db_url) as book:
+            with short(course.db_url) as held, (held or book).releasing():
+                own_file = root / "gradebook.db"  # a new course directory may start from the cache's (a copy over it)
+                fresh = db_url is None and database_of(course_dir) == f"sqlite:///{own_file}" and not own_file.exists()
                 released = release_all(course, chapters, cached=fresh)
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
-                      book=book)
-            if term is not None:
-                notes += term.unknown_learners({s for s, _ in totals(course.db_url)} | {s.student for s in submissions})
-            feedback_and_export(course, chapters, students=feedback_for, score_only=score_only)
-            late = term.policy if term is not None else None
-            results = [{**result_of(course, sub, late), "student": sub.student,
-                        "assignment": sub.chapter.assignment if sub.chapter else None} for sub in submissions]
-            return "\n".join([summary(course, chapters, results, late), *notes]), results
+                      book=book, hold=(lambda: short(course.db_url)) if judge_unlocked else None)
+            with short(course.db_url):
+                if term is not None:
+                    notes += term.unknown_learners({s for s, _ in totals(course.db_url)}
+                                                   | {s.student for s in submissions})
+                feedback_and_export(course, chapters, students=feedback_for, score_only=score_only)
+                late = term.policy if term is not None else None
+                results = [{**result_of(course, sub, late), "student": sub.student,
+                            "assignment": sub.chapter.assignment if sub.chapter else None} for sub in submissions]
+                return "\n".join([summary(course, chapters, results, late), *notes]), results
+
+
+@contextlib.contextmanager
+def _short_step(root: Path, db_url: str | None):
+    """The course directory's lock, then the gradebook's (its `Locks`, or None without a gradebook yet)."""
+    with locks.locked(root, quiet=True):
+        if db_url is None:
+            yield None
+            return
+        with locks.shared(db_url, quiet=True) as book:
+            yield book
 
 
 def _pool(scheduler: str | None, jobs: int, timeout: int, limits: Limits):

@@ -75,6 +75,7 @@ class Entry:
     pending: list = field(default_factory=list)  # written answers not yet graded by hand (grader.classroom.total)
     claimed_at: str = ""  # the time the folder name gives (the learner's word: shown, never used)
     tries: int = 0  # gradings started (a service that stops while grading one tries it again)
+    time_limit: float | None = None  # seconds its notebook may run, set when its grading starts (timelimit.fitted)
 
     @property
     def key(self) -> str:

@@ -27,16 +27,17 @@ RELEASE = "grader:release"
 
 
 @contextlib.contextmanager
-def locked(root: Path, name: str = ".grader-autograde.lock", what: str | None = None):
+def locked(root: Path, name: str = ".grader-autograde.lock", what: str | None = None, quiet: bool = False):
     """One `grader autograde` at a time per course directory (or per `what`, locked by the file
-    `name` in `root`); a second one waits, and says so."""
+    `name` in `root`); a second one waits, and says so (unless `quiet`: a short step's wait is expected)."""
     root.mkdir(parents=True, exist_ok=True)
     with open(root / name, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"grader: another autograde is using {what or root}; waiting for it to finish",
-                  file=sys.stderr, flush=True)
+            if not quiet:
+                print(f"grader: another autograde is using {what or root}; waiting for it to finish",
+                      file=sys.stderr, flush=True)
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -113,11 +114,11 @@ def _shown(db_url: str) -> str:
 
 
 @contextlib.contextmanager
-def shared(db_url: str):
+def shared(db_url: str, quiet: bool = False):
     """The locks this run holds on its gradebook (see the module's docstring), for `with`."""
     path = sqlite_path(db_url)
     if path is not None:
-        with locked(path.parent, f".{path.name}.grader-lock", what=f"the gradebook {path}"):
+        with locked(path.parent, f".{path.name}.grader-lock", what=f"the gradebook {path}", quiet=quiet):
             yield Locks()
         return
     if db_url.startswith(("postgresql:", "postgresql+", "postgres:")):
@@ -130,5 +131,6 @@ def shared(db_url: str):
         finally:
             locks.close()
         return
-    print(f"grader: {db_url.split(':')[0]} gradebook: run one `grader autograde` at a time on it", file=sys.stderr)
+    if not quiet:
+        print(f"grader: {db_url.split(':')[0]} gradebook: run one `grader autograde` at a time on it", file=sys.stderr)
     yield Locks()

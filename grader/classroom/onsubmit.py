@@ -6,12 +6,17 @@ grading user. nbgrader's exchange is the queue: every folder in `<exchange>/<cou
 ledger `<course dir>/on-submit/ledger.sqlite` (grader.classroom.ledger), which says what became of it.
 
 A restarted service reads the ledger and the exchange again: what was being graded when it stopped
-is queued again (every round: an entry left at "grading" is stale), what it never saw is new, and
+is queued again (an entry left at "grading" that no worker holds is stale), what it never saw is new, and
 nothing is lost or counted twice. Grading goes the same way as `grader autograde`
 (grader.classroom.grading.autograde_with: the sandboxed pool, the gradebook, the late policy of
-term.toml, the notes), a batch of the queue at a time on a pool kept warm; then nbgrader's
-generate_feedback and release_feedback for those learners alone, so their Fetch Feedback finds it.
-The policy is term.toml's [on_submit] (grader.classroom.submitpolicy).
+term.toml, the notes) on a pool kept warm, then nbgrader's generate_feedback and release_feedback for
+that learner alone, so their Fetch Feedback finds it. The policy is term.toml's [on_submit]
+(grader.classroom.submitpolicy).
+
+No learner delays another (DESIGN.md invariant 11): the service's workers (`--jobs` of them) each grade
+one learner's attempt as they free up (Service.dispatch, Service.grade_one), the oldest queued first,
+at most one attempt per learner in flight (a newer one waits for it; one still queued is superseded by
+a newer one). Judging holds no lock; only recording and feedback take the course's locks, briefly.
 
 What a learner writes is data here: a folder is copied once, when first seen, through
 grader.classroom.safecopy (regular files only, no link followed, sizes and counts bounded) into
@@ -24,6 +29,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
@@ -59,6 +65,9 @@ from grader.classroom.total import course_totals
 from grader.classroom.visibility import hides_messages, policy_for
 from grader.coursedir import COURSE_ID, CourseDir
 
+SERVICE_RESTARTED = shown("queued again: the grading service restarted")
+NOT_FINISHED = shown("queued again: its grading did not finish")
+
 MAX_TRIES = 3  # gradings started on one entry before it ends failed (the grader stopped on it each time)
 # A refused or held submission's own feedback file (Service._notice): nbgrader's Assignments panel cannot mark
 # the row, but its Fetch Feedback shows this.
@@ -78,7 +87,8 @@ def _edition(graded: Path) -> str:
         return "en"
 
 class Service:
-    """The queue and the grading of one class; `step()` does one round (tests call it directly)."""
+    """The queue and the grading of one class: `serve()` grades until stopped; `step()` grades what is queued
+    now and returns when it is done (tests call it directly)."""
 
     def __init__(self, course_dir: str | Path, exchange: str | Path, pool, timeout: int = 120,
                  term_file: str | Path | None = None, check_owner: bool = False):
@@ -90,8 +100,13 @@ class Service:
         # only the folder's owner tells who submitted it (nbgrader's collect merely warns).
         self.check_owner = check_owner
         self.ledger = Ledger(self.course_dir)
-        self.requeue_stale(shown("queued again: the grading service restarted"))
+        self.workers = max(1, getattr(pool, "jobs", 1))  # learners graded side by side
+        self.in_flight: dict[str, str] = {}  # learner -> the entry a worker grades for them
+        self.flight = threading.Lock()  # guards in_flight
+        self.measuring = threading.Lock()  # one reference timing at a time (timelimit.measure)
+        self.requeue_stale(SERVICE_RESTARTED)
         self.stopping = threading.Event()
+        self.wake = threading.Event()  # a worker freed up, or stop(): dispatch now, not at the next poll
         self.policy = PolicyFile(self.course_dir, term_file)
         self.publisher = Publisher(self)
 
@@ -104,9 +119,11 @@ class Service:
         return course_totals(self.course_dir, term.policy) if term else {}
 
     def requeue_stale(self, reason: str) -> None:
-        """Entries left at "grading" (nothing grades between rounds) go back in the queue; one the
+        """Entries left at "grading" of learners no worker grades now go back in the queue; one the
         grader stopped on MAX_TRIES times ends failed instead (it is not an attempt used)."""
-        stale = [e for e in self.ledger.of() if e.status == GRADING]
+        with self.flight:
+            busy = set(self.in_flight)  # a worker may be grading any of their entries (Service._keep_best)
+        stale = [e for e in self.ledger.of() if e.status == GRADING and e.student not in busy]
         for entry in stale:
             if entry.tries >= MAX_TRIES:
                 entry.status = FAILED
@@ -178,40 +195,61 @@ class Service:
 
     # ------------------------------------------------------------ grading
     def step(self) -> list[Entry]:
-        """Scan, then grade what is queued (a batch per chapter and feedback kind); the entries graded.
-        Nothing is being graded between rounds, so an entry still at "grading" is re-queued first."""
-        self.requeue_stale(shown("queued again: its grading did not finish"))
-        self.publisher.round()  # hand grades, requests, regrades since the last round: feedback republished
+        """Scan, then grade what is queued, the workers side by side; the entries started (graded,
+        failed or refused by then). Nothing is being graded between steps."""
+        with ThreadPoolExecutor(self.workers) as workers:
+            return self.dispatch(lambda entry: workers.submit(self.grade_one, entry), free=None)
+
+    def dispatch(self, start, free: int | None) -> list[Entry]:
+        """Scan, then hand queued entries to `start` (a free worker), oldest first: at most `free` of them
+        (None: all), and never a learner's second while one of theirs is in flight (the newer waits)."""
+        self.requeue_stale(NOT_FINISHED)
+        self.publisher.round()  # hand grades, requests, regrades since the last look: feedback republished
         self.scan()
-        queued = [e for e in self.ledger.of() if e.status == QUEUED]
-        if not queued:
+        if self.term() is None:
             return []
-        term = self.term()
-        if term is None:
-            return []
-        batches: dict[tuple[str, bool], list[Entry]] = {}
-        for entry in sorted(queued, key=lambda e: e.submitted_at):
+        chosen = []
+        with self.flight:
+            for entry in sorted((e for e in self.ledger.of() if e.status == QUEUED), key=lambda e: e.submitted_at):
+                if free is not None and len(chosen) >= free:
+                    break
+                if entry.student not in self.in_flight:
+                    self.in_flight[entry.student] = entry.id
+                    chosen.append(entry)
+        with self.ledger.lock:  # at once: a newer submission, scanned meanwhile, never supersedes it
+            for entry in chosen:
+                entry.status, entry.reason = GRADING, ""
+            self.ledger.put(*chosen)
+        for entry in chosen:
+            start(entry)
+        return chosen
+
+    def grade_one(self, entry: Entry) -> None:
+        """A worker's job: one learner's attempt, checked against the policy again (it may have changed since
+        it was queued), graded, its feedback released. Whatever fails ends this entry alone."""
+        try:
+            term = self.term()
+            if term is None:  # term.toml broke since: it waits, queued
+                entry.status = QUEUED
+                self.ledger.put(entry)
+                return
             policy = term.submit_policy(entry.assignment, entry.student)
-            try:
-                refusal = refused(self.ledger, entry, policy, checked_time(entry.submitted_at)) if policy.enabled else \
-                    shown("this chapter is graded by your instructor, not on submit")
-                score_only = hides_messages(policy_for(term, entry), checked_time(entry.submitted_at))
-            except Exception as err:  # noqa: BLE001 - this entry alone
-                self._fail(entry, err)
-                continue
+            refusal = refused(self.ledger, entry, policy, checked_time(entry.submitted_at)) if policy.enabled else \
+                shown("this chapter is graded by your instructor, not on submit")
+            score_only = hides_messages(policy_for(term, entry), checked_time(entry.submitted_at))
             if refusal:  # the policy changed, or an earlier attempt was graded since it was queued
                 entry.status, entry.reason = REFUSED if policy.enabled else HELD, refusal
                 self._notice(entry)
                 self.ledger.put(entry)
                 shutil.rmtree(self.received / entry.key, ignore_errors=True)
-                continue
-            # a learner whose accommodation sets their time limit is a batch of their own (timelimit.limited)
-            alone = entry.student if (entry.student, entry.assignment) in term.accommodations else None
-            batches.setdefault((entry.assignment, score_only, alone), []).append(entry)
-        graded = []
-        for (assignment, score_only, _), entries in batches.items():
-            graded += self._grade(assignment, entries, term, score_only)
-        return graded
+                return
+            self._grade(entry.assignment, [entry], term, score_only)
+        except Exception as err:  # noqa: BLE001 - this entry alone; the worker goes on
+            self._fail(entry, err)
+        finally:
+            with self.flight:
+                self.in_flight.pop(entry.student, None)
+            self.wake.set()
 
     def _notice(self, entry: Entry) -> None:
         """A refused or held entry (the policy's decision, on the service's own copy): a short feedback file
@@ -262,20 +300,21 @@ class Service:
         """Grade these entries of one chapter; each that cannot be graded ends failed with its reason.
         A batch the grader fails on is graded again one entry at a time, so one entry fails alone."""
         chapter = find_chapter(assignment)
+        work = self.course_dir / STATE_DIR / "work" / entries[0].key  # this worker's own
         ready = []
         for entry in entries:
             entry.status, entry.reason = GRADING, ""
             entry.tries += 1
             self.ledger.put(entry)
             try:
-                self._collect(entry, chapter)
+                self._collect(entry, chapter, work)
                 ready.append(entry)
             except Exception as err:  # noqa: BLE001 - this entry alone
                 self._fail(entry, err)
         if not ready:
             return entries
         try:
-            results = self._autograde(chapter, ready, term, score_only)
+            results = self._autograde(chapter, ready, term, score_only, work)
         except Exception as err:  # noqa: BLE001 - recorded for these learners; the service goes on
             if len(ready) > 1:
                 for entry in ready:
@@ -293,34 +332,39 @@ class Service:
         if release:
             self._keep_best(chapter, ready, term)
             self._prune(ready)
-            if not term.submit_policy(assignment).time_limit_seconds:
-                timelimit.measure(self.pool, self.course_dir, chapter)  # once per chapter, feedback already out
+            if not term.submit_policy(assignment).time_limit_seconds and self.measuring.acquire(blocking=False):
+                try:
+                    timelimit.measure(self.pool, self.course_dir, chapter)  # once per chapter, feedback already out
+                finally:
+                    self.measuring.release()
         return entries
 
-    def _collect(self, entry: Entry, chapter) -> None:
+    def _collect(self, entry: Entry, chapter, work: Path) -> None:
         """What `nbgrader collect --student` does (the secret with it, which release_feedback needs) and
         a copy to grade from, both from the service's own copy, with the service's time in timestamp.txt."""
         kept = self.received / entry.key
         if not kept.is_dir():
             raise ValueError(shown("not graded: the service's copy of this submission is gone"))
-        work = self.course_dir / STATE_DIR / "work" / entry.student / chapter.assignment
         collected = self.course_dir / "submitted" / entry.student / chapter.assignment
-        for target in (collected, work):
+        for target in (collected, work / entry.student / chapter.assignment):
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(kept, target)
             write_timestamp(target / TIMESTAMP_FILE, checked_time(entry.submitted_at))
 
-    def _autograde(self, chapter, entries: list[Entry], term, score_only: bool) -> list[dict]:
-        work = self.course_dir / STATE_DIR / "work"
+    def _autograde(self, chapter, entries: list[Entry], term, score_only: bool, work: Path) -> list[dict]:
         try:
             learners = {e.student for e in entries}  # one, or none with an accommodation (Service.step)
             policy = term.submit_policy(chapter.assignment, learners.pop() if len(learners) == 1 else None)
             reference = timelimit.known_seconds(self.course_dir, chapter)
             limit = timelimit.fitted(policy, reference, self.pool.limits.submission_seconds)
-            with timelimit.limited(self.pool, limit):
-                _, results = autograde_with(self.pool, work, self.course_dir, timeout=self.timeout, chapters=[chapter],
-                                            progress=False, term=term, feedback_for=[e.student for e in entries],
-                                            score_only=score_only)
+            for entry in entries:  # the learner's row says it (grader.classroom.onsubmit_pages)
+                entry.time_limit = limit
+            self.ledger.put(*entries)
+            pool = timelimit.limited(self.pool, limit)  # this learner's limit, whatever the others'
+            _, results = autograde_with(pool, work, self.course_dir, timeout=self.timeout,
+                                        chapters=[chapter], progress=False, term=term,
+                                        feedback_for=[e.student for e in entries], score_only=score_only,
+                                        judge_unlocked=True)
             return results
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -383,18 +427,23 @@ class Service:
                 self.ledger.put(*again)
 
     def serve(self, poll: float = 1.0) -> None:
-        """Grade until stopped (stop()); a round that fails is logged and the next one goes on."""
-        while not self.stopping.is_set():
-            try:
-                graded = self.step()
-            except Exception as err:  # noqa: BLE001 - the service outlives one bad round; the ledger keeps state
-                print(f"grading service: {type(err).__name__}: {err}", flush=True)
-                graded = []
-            if not graded:
-                self.stopping.wait(poll)
+        """Grade until stopped (stop()): every `poll` seconds, new submissions go to the workers that are free;
+        a dispatch that fails is logged and the next one goes on."""
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="grading") as workers:
+            while not self.stopping.is_set():
+                try:
+                    with self.flight:
+                        free = self.workers - len(self.in_flight)
+                    if free > 0:
+                        self.dispatch(lambda entry: workers.submit(self.grade_one, entry), free)
+                except Exception as err:  # noqa: BLE001 - the service outlives one bad round; the ledger keeps state
+                    print(f"grading service: {type(err).__name__}: {err}", flush=True)
+                self.wake.wait(poll)
+                self.wake.clear()
 
     def stop(self) -> None:
         self.stopping.set()
+        self.wake.set()
 
 
 def _iso(timestamp: float) -> str:

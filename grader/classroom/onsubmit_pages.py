@@ -22,6 +22,7 @@ STATUS = {"queued": shown("queued"), "grading": shown("grading"), "graded": show
 ENGLISH = phrasebook("en")
 REQUEST_STATUS = {"open": shown("open: not answered yet"), "accepted": shown("accepted"),
                   "declined": shown("declined")}
+TIME_LIMIT = shown("time limit: {minutes:g} min")
 NOTHING_YET = shown("No submissions yet. Submit a chapter from the Assignments panel; it appears here within seconds.")
 
 STYLE = """<style>
@@ -138,6 +139,8 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
         view = learner_view(entry, policy_for(term, entry), now(), totals.get((entry.student, entry.assignment)))
         link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if view.feedback else "")
         status = say(STATUS.get(entry.status, entry.status))
+        if entry.time_limit and entry.status in (GRADING, GRADED, FAILED):  # what this notebook was allowed
+            status += f"<br><small>{say(TIME_LIMIT, minutes=round(entry.time_limit / 60, 1))}</small>"
         score = _score(view, book)
         may_ask = asked[entry.assignment] < allowed  # a form only while the chapter's requests last
         ask = _ask_form(entry, items_of(entry, totals.get((entry.student, entry.assignment))), base, xsrf, say) \

@@ -2,12 +2,13 @@
 reference takes in this grading pool (measured once per chapter and kept in
 `on-submit/reference-seconds.json`), never under a floor, never over the pool's own limit.
 term.toml's [on_submit] sets the factor (`time_limit_factor`, default 5) or the limit itself
-(`time_limit_seconds`) (grader.classroom.submitpolicy). One slow notebook then holds classmates
-seconds, not the 30 minutes the batch allows a submission.
+(`time_limit_seconds`) (grader.classroom.submitpolicy). Before the reference is measured the limit is
+DEFAULT_SECONDS (5 minutes), not the 30 minutes the batch allows a submission. A slow notebook delays
+its own learner alone: the service's workers grade each learner on their own (grader.classroom.onsubmit).
 """
 from __future__ import annotations
 
-import contextlib
+import copy
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from grader.chapters import Chapter
 from grader.classroom.ledger import STATE_DIR
 
 FLOOR_SECONDS = 60  # a loaded machine, a cold first run: no reference is judged that tightly
+DEFAULT_SECONDS = 300  # no reference measured yet: every chapter's reference runs in well under a minute
 FILE = "reference-seconds.json"
 
 
@@ -61,16 +63,13 @@ def fitted(policy, reference: float | None, pool_seconds: float) -> float:
     if policy.time_limit_seconds is not None:
         return min(policy.time_limit_seconds, pool_seconds)
     if reference is None:
-        return pool_seconds
+        return min(DEFAULT_SECONDS, pool_seconds)
     return min(max(FLOOR_SECONDS, policy.time_limit_factor * reference), pool_seconds)
 
 
-@contextlib.contextmanager
 def limited(pool, seconds: float):
-    """The pool's whole-submission limit lowered to `seconds` while a batch is graded."""
-    original = pool.limits
-    pool.limits = replace(original, submission_seconds=int(max(1, min(seconds, original.submission_seconds))))
-    try:
-        yield
-    finally:
-        pool.limits = original
+    """The pool with its whole-submission limit lowered to `seconds`: a shallow copy (the same fork server
+    and children), so workers grading side by side each keep their own learner's limit."""
+    lowered = copy.copy(pool)
+    lowered.limits = replace(pool.limits, submission_seconds=int(max(1, min(seconds, pool.limits.submission_seconds))))
+    return lowered

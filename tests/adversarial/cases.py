@@ -268,3 +268,29 @@ CASES = [
 from tests.adversarial import attacks_batch, attacks_boundary, attacks_checks, attacks_confine  # noqa: E402
 
 CASES += attacks_batch.CASES + attacks_boundary.CASES + attacks_checks.CASES + attacks_confine.CASES
+
+
+# Each is the softmax of a learner who switches off the grader's clock in their own process once its hidden
+# checks call it (ARMED is set by a cell added just before the test cell): alarm cancelled then asleep, SIGALRM
+# ignored then busy, SIGALRM blocked then asleep in C code.
+STALLS = {
+    "alarm_off": "signal.setitimer(signal.ITIMER_REAL, 0)\n    time.sleep(3600)",
+    "sig_ign": "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n    while True:\n        pass",
+    "c_sleep": "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])\n    ctypes.CDLL(None).sleep(3600)",
+}
+
+
+def stalling(stall: str) -> nbformat.NotebookNode:
+    source = ANSWERS["softmax"].replace("def softmax(", "def _softmax(") + textwrap.dedent('''
+
+        import ctypes, signal, time
+
+        def softmax(x, dim=-1):
+            if globals().get("ARMED"):
+                STALL
+            return _softmax(x, dim)
+        ''').replace("STALL", stall)
+    nb = notebook({"softmax": source})
+    test = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_softmax")
+    nb.cells.insert(test, nbformat.v4.new_code_cell("ARMED = True"))
+    return nb

@@ -294,3 +294,142 @@ def test_a_notebook_that_sleeps_is_stopped_at_the_chapters_limit_and_the_classma
     mallory = newest(service, "mallory")
     assert mallory.status == FAILED and "15 s limit" in mallory.reason
     assert newest(service, "ben").status == GRADED
+
+
+# ================================================================ 6. no learner delays another (issue 44, item 7)
+# One service with three workers, as `grader serve --jobs 3` runs it: mallory's notebook sleeps for an hour and
+# oscar's floods its output, both stopped by the term's LIMIT; mallory then submits three times in a second;
+# four honest classmates submit right after. Before, the service graded in rounds: a round waited for its
+# slowest notebook, and everyone submitted meanwhile waited for the next round. What is asserted is the order
+# in which entries changed status (a watcher's log of the ledger), never a wall-clock threshold.
+LIMIT = 90  # term.toml's time_limit_seconds: what stops the hostile notebooks
+HONEST = ["ada", "ben", "cai", "dee"]
+FLOOD = "import time\nwhile True:\n    print('x' * 1000)\n    time.sleep(0.001)"  # ~1 MB/s, until stopped
+
+
+def hostile(first_cell: str) -> nbformat.NotebookNode:
+    nb = samples.reference(CHAPTER)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(first_cell))
+    return nb
+
+
+def until(condition, seconds: float) -> None:
+    """Wait for `condition`; past `seconds` carry on: the assertions say what did not happen."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def rush(tmp_path_factory):
+    root, exchange = course(tmp_path_factory.mktemp("rush"), f"time_limit_seconds = {LIMIT}\nmin_minutes_between = 0")
+    log = []  # (when, student, entry id, status), each time an entry's status changes
+    with Pool(jobs=3, timeout=120, limits=Limits()) as pool:
+        pool.start()
+        service = Service(root, exchange, pool)
+        watching = threading.Event()
+
+        def watch():
+            last = {}
+            while not watching.is_set():
+                for e in service.ledger.of():
+                    if last.get(e.id) != e.status:
+                        last[e.id] = e.status
+                        log.append((time.monotonic(), e.student, e.id, e.status))
+                time.sleep(0.02)
+
+        threading.Thread(target=watch, daemon=True).start()
+        server = threading.Thread(target=service.serve, args=(0.2,), daemon=True)
+        server.start()
+
+        def status(folder: Path) -> str | None:
+            entry = service.ledger.entries.get(folder.name)
+            return entry.status if entry else None
+
+        sleeper = submit(exchange, "mallory", hostile("import time\ntime.sleep(3600)"))
+        until(lambda: status(sleeper) == GRADING, 60)
+        flooder = submit(exchange, "oscar", hostile(FLOOD))
+        until(lambda: status(flooder) == GRADING, 60)
+        again = []
+        for _ in range(3):
+            again.append(submit(exchange, "mallory"))
+            time.sleep(0.3)
+        honest = [submit(exchange, name, samples.reference(CHAPTER)) for name in HONEST]
+        every = [sleeper, flooder, *again, *honest]
+        until(lambda: all(status(f) not in (None, QUEUED, GRADING) for f in every), 3 * LIMIT + 300)
+        service.stop()
+        server.join(LIMIT + 120)
+        watching.set()
+        time.sleep(0.1)
+    yield service, log, {"sleeper": sleeper.name, "flooder": flooder.name, "again": [f.name for f in again],
+                         "honest": [f.name for f in honest]}
+
+
+def first(log, entry_id: str, statuses) -> float:
+    """When the entry first reached one of `statuses` (infinity if never)."""
+    return min((when for when, _, e, status in log if e == entry_id and status in statuses), default=float("inf"))
+
+
+def test_a_slow_notebook_at_the_head_of_a_rush_delays_no_classmate(rush):
+    service, log, ids = rush
+    slow_ended = first(log, ids["sleeper"], (GRADED, FAILED))
+    for entry_id in ids["honest"]:
+        entry = service.ledger.entries[entry_id]
+        assert entry.status == GRADED and not entry.reason and entry.feedback, entry
+        assert first(log, entry_id, (GRADED,)) < slow_ended, f"{entry.student} was graded only after the slow notebook"
+    mallory = service.ledger.entries[ids["sleeper"]]
+    assert mallory.status == FAILED and f"{LIMIT} s limit" in mallory.reason and mallory.time_limit == LIMIT
+
+
+def test_a_notebook_flooding_its_output_delays_no_classmate(rush):
+    service, log, ids = rush
+    flood_ended = first(log, ids["flooder"], (GRADED, FAILED))
+    for entry_id in ids["honest"]:
+        assert first(log, entry_id, (GRADED,)) < flood_ended, service.ledger.entries[entry_id]
+    oscar = service.ledger.entries[ids["flooder"]]
+    assert oscar.status == FAILED and f"{LIMIT} s limit" in oscar.reason
+
+
+def test_a_learner_submitting_many_times_quickly_has_one_attempt_in_flight_and_delays_no_one(rush):
+    service, log, ids = rush
+    grading, most = set(), 0  # mallory's entries being graded at once, replayed from the log
+    for _, student, entry_id, status in log:
+        if student == "mallory":
+            (grading.add if status == GRADING else grading.discard)(entry_id)
+            most = max(most, len(grading))
+    assert most == 1
+    *older, newest = ids["again"]
+    assert [service.ledger.entries[e].status for e in older] == [SUPERSEDED] * len(older)
+    assert service.ledger.entries[newest].status == GRADED
+    started = first(log, newest, (GRADING,))
+    assert started > first(log, ids["sleeper"], (GRADED, FAILED))  # it waited for mallory's own attempt in flight
+    for entry_id in ids["honest"]:  # submitted after it, graded before it started: it held no classmate
+        assert first(log, entry_id, (GRADED,)) < started, service.ledger.entries[entry_id]
+
+
+def test_no_lock_of_the_course_is_held_while_a_learners_notebook_runs(tmp_path, pool, monkeypatch):
+    """Before, autograde_with held the course directory's lock (and the SQLite gradebook's) for a whole grading,
+    so workers grading side by side would take turns on it."""
+    import fcntl
+
+    root, exchange = course(tmp_path)
+    submit(exchange, "ben", samples.reference(CHAPTER))
+    service = Service(root, exchange, pool)
+    calls, judge_all = [], pool.judge_all
+
+    def judging(jobs, **kwargs):  # while a notebook is judged: may another take each lock at once?
+        calls.append(free := [])
+        for name in (".grader-autograde.lock", ".gradebook.db.grader-lock"):
+            with open(root / name, "a") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+                    free.append(name)
+                except BlockingIOError:
+                    pass
+        return judge_all(jobs, **kwargs)
+
+    monkeypatch.setattr(pool, "judge_all", judging)
+    service.step()
+    assert newest(service, "ben").status == GRADED
+    assert calls[0] == [".grader-autograde.lock", ".gradebook.db.grader-lock"]  # ben's (then the reference's)
