@@ -42,9 +42,11 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.Execute", "grader.classroom.sanitise.SanitiseNotebook",
     "grader.classroom.written.AddRubrics", "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
-    "nbgrader.preprocessors.SaveAutoGrades", "grader.classroom.handgrades.BindHandGrades",
+    "nbgrader.preprocessors.SaveAutoGrades", "grader.classroom.written.ScoreBlankAnswers",
+    "grader.classroom.handgrades.BindHandGrades",
     "nbgrader.preprocessors.AssignLatePenalties", "nbgrader.preprocessors.CheckCellMetadata"]
-# A hand grade belongs to the answer text it graded (grader.classroom.handgrades).
+# An answer left as released scores 0 in either edition (grader.classroom.written.left_blank); a hand grade
+# belongs to the answer text it graded (grader.classroom.handgrades).
 c.BindHandGrades.folder = {hand_grades!r}
 # Feedback, also from Formgrader's button: the course's page (figures inside, maths as MathML, exercise
 # names) and the course's one total (grader.classroom.total: late penalty, pending written answers).
