@@ -265,13 +265,25 @@ def test_a_term_file_error_keeps_the_submission_waiting_on_its_row(tmp_path, cap
     assert service.ledger.of("ada")[0].reason == "" and service.ledger.of("ada")[0].status == QUEUED
 
 
-def test_an_extension_for_nobody_in_the_class_is_warned_about_with_near_names():
-    from grader.classroom.term import Term
+def test_a_misspelt_extension_stops_autograde_and_regrade_with_near_names(tmp_path):
+    # as a misspelt accommodation does: a learner silently losing an extension is never a warning at the end
+    from grader.classroom.term import load_term
 
-    term = Term(extensions={("lerner4", CHAPTER.assignment): datetime(2026, 12, 1)})
-    [warning] = term.unknown_learners({"learner4", "ada"})
-    assert "'lerner4'" in warning and "learner4" in warning.split("near:")[1]
-    assert Term(extensions={("ada", CHAPTER.assignment): datetime(2026, 12, 1)}).unknown_learners({"ada"}) == []
+    course, inbox = tmp_path / "course", tmp_path / "inbox"
+    for student in ("learner4", "ada"):
+        for folder in (inbox / student, course / "submitted" / student / CHAPTER.assignment):
+            folder.mkdir(parents=True)
+            nbformat.write(samples.reference(CHAPTER), folder / CHAPTER.notebook_name)
+    (course / "term.toml").write_text('extensions = "extensions.csv"\n[due]\n"02" = 2026-11-20T23:59:00Z\n')
+    (course / "extensions.csv").write_text("student,chapter,due\n"
+                                           "lerner4,02,2026-11-23T00:00Z\nada,02,2026-11-23T00:00Z\n")
+    for grading in (lambda: autograde_class(inbox, course, jobs=1, chapters=[CHAPTER], progress=False,
+                                            term=load_term(course)),
+                    lambda: regrade(course, CHAPTER, term=load_term(course), jobs=1)):
+        with pytest.raises(ValueError, match=r"'lerner4' \(02_self_attention; near: learner4\)") as stopped:
+            grading()
+        assert "ada" not in str(stopped.value) and "nothing was graded" in str(stopped.value)
+    assert not (course / "gradebook.db").exists() and not (course / "autograded").exists()
 
 
 def test_an_exercise_its_cell_never_defined_says_what_python_said():
@@ -289,3 +301,22 @@ def test_an_exercise_its_cell_never_defined_says_what_python_said():
     fill(nb, CHAPTER, [{"kind": "code"}] * len(nb.cells), verdict)
     said = "".join(o.get("text", "") for o in nb.cells[test].outputs)
     assert "`SelfAttention` is not defined" in said and "IndentationError: unexpected indent (line 3)" in said
+
+
+def test_partial_credit_reads_as_a_person_writes_it_in_every_view():
+    # two of three equal checks of a 7-point exercise: 4.667 points kept, "4.67" shown everywhere
+    from grader.boundary.score import Result
+    from grader.classroom.grading import format_table
+    from grader.classroom.onsubmit_pages import _check
+    from grader.classroom.total import AUTOMATIC, Part, Total
+    from grader.classroom.visibility import Check
+
+    result = Result("attention", 7.0, passed=["a", "b"], failed=[("c", "wrong")])
+    assert result.score == 4.667 and result.report().splitlines()[0] == "attention: 4.67 / 7 points"
+    total = Total("ada", CHAPTER.assignment, auto=4.667, hand=0.0, late_share=0.1, max_score=14.0,
+                  parts=(Part("test_attention", AUTOMATIC, 4.667, 7.0),))
+    assert total.text() == "4.2 / 14 (raw 4.67, late penalty −0.47)"
+    table = format_table([{"notebook": "a.ipynb", "score": 4.667, "max_score": 14.0, "lang": "en",
+                           "tests": {"test_attention": {"score": 4.667, "max_score": 7.0, "error": "c: wrong"}}}])
+    assert "4.667" not in table and "a.ipynb: 4.67 / 14" in table and " 4.67 / 7" in table
+    assert "attention: 4.67 / 7 — c: wrong" in _check(Check("test_attention", 4.667, 7.0, "c: wrong"))

@@ -8,7 +8,7 @@ from datetime import datetime
 from html import escape
 from pathlib import Path
 
-from grader.boundary.score import shown
+from grader.boundary.score import points, shown
 from grader.chapters import CHAPTERS
 from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, Entry, Ledger, now
 from grader.classroom.phrasebook import Phrasebook, phrasebook
@@ -45,9 +45,10 @@ def _score(view: LearnerView, book: Phrasebook = ENGLISH, learner: bool = True) 
     """A graded attempt's score as `view` shows it (the counted one's: the gradebook's total)."""
     if view.score is None:
         return ""
-    text = f"{view.score:g} / {view.max_score or 0:g}"
+    text = f"{points(view.score)} / {points(view.max_score or 0)}"
     if view.penalty:
-        text += book.say(shown(" (raw {raw:g}, late penalty −{penalty:g})"), raw=view.raw_score, penalty=view.penalty)
+        text += book.say(shown(" (raw {raw:g}, late penalty −{penalty:g})"), raw=round(view.raw_score or 0, 2),
+                         penalty=round(view.penalty, 2))
     if view.pending:
         text += book.say(shown(" · {count} written answer(s) pending: not yet graded by hand"),
                          count=len(view.pending))
@@ -58,7 +59,7 @@ def _score(view: LearnerView, book: Phrasebook = ENGLISH, learner: bool = True) 
 
 def _check(check: Check) -> str:
     """One failing check, whole: a long message folds, its first line showing."""
-    head = f"{check.name.removeprefix('test_')}: {check.score:g} / {check.max_score:g} — "
+    head = f"{check.name.removeprefix('test_')}: {points(check.score)} / {points(check.max_score)} — "
     error = check.message or ""
     if len(error) <= FOLD_AT:
         return f'<div class="check">{escape(head + error)}</div>'
