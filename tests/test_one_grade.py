@@ -4,7 +4,7 @@ LMS export, feedback, report, regrade) reads one total, written answers nobody g
 import csv
 import os
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import nbformat
@@ -226,18 +226,9 @@ def test_the_class_page_reads_the_totals_lists_held_and_shows_a_term_error(tmp_p
 
 
 def test_a_script_in_a_check_message_does_not_run_in_chromium(tmp_path):
-    import shutil
-    import subprocess
-
     from grader.classroom.onsubmit_pages import learner_page
 
-    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
-    if browser is None:
-        pytest.skip("no Chromium")
-    path = tmp_path / "page.html"
-    path.write_text(learner_page(_ledger(tmp_path), "ada", "/s/"))
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=2000",
-                          "--dump-dom", path.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    dom = _dom(tmp_path, learner_page(_ledger(tmp_path), "ada", "/s/"))
     assert "THE DECISIVE LINE" in dom and "<details" in dom
     assert "pwned</title>" not in dom and "<title>Your submissions</title>" in dom
 
@@ -320,3 +311,39 @@ def test_partial_credit_reads_as_a_person_writes_it_in_every_view():
                            "tests": {"test_attention": {"score": 4.667, "max_score": 7.0, "error": "c: wrong"}}}])
     assert "4.667" not in table and "a.ipynb: 4.67 / 14" in table and " 4.67 / 7" in table
     assert "attention: 4.67 / 7 — c: wrong" in _check(Check("test_attention", 4.667, 7.0, "c: wrong"))
+
+
+def _dom(tmp_path, html: str) -> str:
+    import shutil
+    import subprocess
+
+    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no Chromium")
+    path = tmp_path / "page.html"
+    path.write_text(html)
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=2000",
+                           "--dump-dom", path.as_uri()], capture_output=True, text=True, timeout=120).stdout
+
+
+def test_the_learner_page_says_attempts_left_the_own_due_date_and_the_score_as_graded(tmp_path):
+    # one attempt graded 5 / 14, counted; its total now 11 / 14 with a written answer pending: both shown;
+    # 3 attempts allowed, 1 used; ada's extension to the 23rd; the class page lists the extensions
+    from grader.classroom.onsubmit_pages import class_page, learner_page
+    from grader.classroom.submitpolicy import SubmitPolicy
+    from grader.classroom.term import Term
+    from grader.classroom.total import AUTOMATIC, Part, Total
+
+    total = Total("ada", CHAPTER.assignment, auto=8.0, hand=3.0, late_share=0.0, max_score=14.0,
+                  parts=(Part("test_x", AUTOMATIC, 8.0, 8.0), Part("written_p", PENDING, None, 2.0)))
+    extended = datetime(2026, 11, 23, 23, 59, tzinfo=timezone.utc)
+    term = Term(due={CHAPTER.assignment: datetime(2026, 11, 20, 23, 59, tzinfo=timezone.utc)},
+                extensions={("ada", CHAPTER.assignment): extended, (ATTACK, CHAPTER.assignment): extended},
+                on_submit={CHAPTER.assignment: SubmitPolicy(attempts=3)})
+    totals = {("ada", CHAPTER.assignment): total}
+    dom = _dom(tmp_path, learner_page(_ledger(tmp_path), "ada", "/s/", totals=totals, term=term))
+    assert "11 / 14" in dom and "(this attempt as graded: 5 / 14)" in dom
+    assert "due 2026-11-23 23:59 UTC (your extension)" in dom and "2 of 3 attempts left" in dom
+    dom = _dom(tmp_path, class_page(_ledger(tmp_path), totals, "/s/", extensions=term.extensions))
+    assert "<h2>Extensions</h2>" in dom and "ada · 02_self_attention: due 2026-11-23 23:59 UTC" in dom
+    assert "pwned</title>" not in dom and "<title>The class</title>" in dom

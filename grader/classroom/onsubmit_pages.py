@@ -139,7 +139,7 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
         view = learner_view(entry, policy_for(term, entry), now(), totals.get((entry.student, entry.assignment)))
         link = (f'<a href="{base}feedback/{entry.key}">{say(shown("feedback"))}</a>' if view.feedback else "")
         status = say(STATUS.get(entry.status, entry.status))
-        score = _score(view, book)
+        score = _score(view, book) + _as_graded(view, book)
         may_ask = asked[entry.assignment] < allowed  # a form only while the chapter's requests last
         ask = _ask_form(entry, items_of(entry, totals.get((entry.student, entry.assignment))), base, xsrf, say) \
             if may_ask else ""
@@ -156,7 +156,41 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
     return page(book.say(shown("Your submissions")),
                 f"<h1>{say(shown('Your submissions, {student}'), student=student)}</h1>{table}"
                 f"<p>{say(shown('Your feedback also arrives through Fetch Feedback in the Assignments panel.'))}</p>"
-                + _my_requests(requests, book) + more)
+                + _where_you_stand(entries, term, book) + _my_requests(requests, book) + more)
+
+
+def _as_graded(view: LearnerView, book: Phrasebook) -> str:
+    """The counted attempt's score as it was graded, beside the total that counts now, when they differ
+    (hand grades, written answers pending, a regrade): a learner's page never changes a number silently."""
+    e = view.entry
+    if not e.counted or e.score is None or view.score is None or (e.score, e.max_score) == (view.score, view.max_score):
+        return ""
+    return book.say(shown(" (this attempt as graded: {score} / {max_score})"), score=points(e.score),
+                    max_score=points(e.max_score or 0))
+
+
+def _where_you_stand(entries: list[Entry], term, book: Phrasebook) -> str:
+    """Per chapter the learner submitted: their due date (with their own extension) and the attempts left
+    before a submission is refused (grader.classroom.admission)."""
+    if term is None or not entries:
+        return ""
+    items = []
+    for assignment in sorted({e.assignment for e in entries}):
+        student = entries[0].student
+        parts = []
+        due = term.due_for(student, assignment)
+        if due is not None:
+            extended = (student, assignment) in term.extensions
+            parts.append(book.say(shown("due {when} (your extension)") if extended else shown("due {when}"),
+                                  when=due.strftime("%Y-%m-%d %H:%M UTC")))
+        allowed = term.submit_policy(assignment, student).attempts
+        if allowed is not None:
+            used = sum(e.used_attempt for e in entries if e.assignment == assignment)
+            parts.append(book.say(shown("{left} of {allowed} attempts left"), left=max(0, allowed - used),
+                                  allowed=allowed))
+        if parts:
+            items.append(f"<li>{escape(assignment)}: {escape(' · '.join(parts))}</li>")
+    return f"<h2>{escape(book.say(shown('Due dates and attempts')))}</h2><ul>{''.join(items)}</ul>" if items else ""
 
 
 def batch_key(student: str, assignment: str) -> str:
@@ -210,7 +244,7 @@ def _accommodations_section(accommodations: dict) -> str:
 
 def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", problem: str | None = None,
                batch: dict | None = None, requests: list | None = None, accommodations: dict | None = None,
-               xsrf: str = "") -> str:
+               xsrf: str = "", extensions: dict | None = None) -> str:
     """The instructor's view: the queue; per learner and chapter the gradebook's total (grader.classroom.total:
     hand grades, regrades, learners graded in batch), else the counted attempt's score, linked to its
     feedback (`batch`: (student, assignment) -> the feedback file of a learner graded in batch, served by
@@ -250,4 +284,12 @@ def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", probl
                 f"({sum(e.status == GRADING for e in waiting)} grading now).</p>"
                 f"<table><tr><th>learner</th>{head}</tr>{''.join(rows)}</table>"
                 f"<h2>Held, refused or failed</h2><ul>{failures or '<li>none</li>'}</ul>"
-                + _requests_section(requests or [], base, xsrf) + _accommodations_section(accommodations or {}))
+                + _requests_section(requests or [], base, xsrf) + _accommodations_section(accommodations or {})
+                + _extensions_section(extensions or {}))
+
+
+def _extensions_section(extensions: dict) -> str:
+    """The term's extensions, (student, assignment) -> due date, as the grading applies them."""
+    items = "".join(f"<li>{escape(student)} · {escape(assignment)}: due {due:%Y-%m-%d %H:%M UTC}</li>"
+                    for (student, assignment), due in sorted(extensions.items()))
+    return f"<h2>Extensions</h2><ul>{items or '<li>none</li>'}</ul>"

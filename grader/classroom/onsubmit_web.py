@@ -148,7 +148,8 @@ class ClassView(Page):
         self.set_header("Content-Security-Policy", FORMS_CSP)
         self.write(class_page(self.service.ledger, self.service.totals(), self.base, self.service.policy.problem,
                               batch_feedback(self.service.course_dir), requests=self.requests().of(),
-                              accommodations=term.accommodations if term else {}, xsrf=self.xsrf_form_html()))
+                              accommodations=term.accommodations if term else {}, xsrf=self.xsrf_form_html(),
+                              extensions=term.extensions if term else {}))
 
 
 class Ask(Page):
