@@ -347,3 +347,35 @@ def test_the_learner_page_says_attempts_left_the_own_due_date_and_the_score_as_g
     dom = _dom(tmp_path, class_page(_ledger(tmp_path), totals, "/s/", extensions=term.extensions))
     assert "<h2>Extensions</h2>" in dom and "ada · 02_self_attention: due 2026-11-23 23:59 UTC" in dom
     assert "pwned</title>" not in dom and "<title>The class</title>" in dom
+
+
+def test_the_class_page_lists_the_named_mistakes_the_class_makes_most(tmp_path):
+    # three learners' autograded chapter 02 (one Chinese): the mistake two of them make comes first,
+    # counted once per learner, with its exercise
+    from grader.boundary.specs import exercises
+    from grader.classroom.mistakes import class_mistakes
+    from grader.classroom.onsubmit_pages import class_page
+    from grader.classroom.phrasebook import phrasebook, public_messages
+    from grader.classroom.recording import test_outputs
+
+    checks = [c.description for c in exercises(CHAPTER.name)["scaled_dot_product_attention"].checks]
+    unscaled = "you forgot to divide the scores by sqrt(d_k)"
+    for student, lang, said in (("ada", "en", unscaled), ("ben", "en", unscaled), ("cy", "en", None),
+                                ("dee", "zh", unscaled)):
+        chapter = CHAPTER.edition(lang) if lang != "en" else CHAPTER
+        nb = samples.released(chapter)
+        message = {"passed": checks[1:], "failed": [[checks[0], "wrong values"]], "diagnosis": said}
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_scaled_dot_product_attention":
+                cell.outputs = test_outputs(CHAPTER, "scaled_dot_product_attention", 3.0, message, None,
+                                            phrasebook(lang, CHAPTER.assignment))
+        folder = tmp_path / "course" / "autograded" / student / CHAPTER.assignment
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / CHAPTER.notebook_name)
+    chinese = public_messages("zh", CHAPTER.assignment).text(unscaled)
+    found = class_mistakes(tmp_path / "course")
+    assert found == {CHAPTER.assignment: [("scaled_dot_product_attention", unscaled, 2),
+                                          ("scaled_dot_product_attention", chinese, 1)]}
+    dom = _dom(tmp_path, class_page(_ledger(tmp_path), {}, "/s/", mistakes=found))
+    assert "What the class gets wrong" in dom and "<td>2</td><td>scaled_dot_product_attention</td>" in dom
+    assert unscaled in dom and dom.index(unscaled) < dom.index(chinese)

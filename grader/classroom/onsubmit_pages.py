@@ -244,7 +244,7 @@ def _accommodations_section(accommodations: dict) -> str:
 
 def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", problem: str | None = None,
                batch: dict | None = None, requests: list | None = None, accommodations: dict | None = None,
-               xsrf: str = "", extensions: dict | None = None) -> str:
+               xsrf: str = "", extensions: dict | None = None, mistakes: dict | None = None) -> str:
     """The instructor's view: the queue; per learner and chapter the gradebook's total (grader.classroom.total:
     hand grades, regrades, learners graded in batch), else the counted attempt's score, linked to its
     feedback (`batch`: (student, assignment) -> the feedback file of a learner graded in batch, served by
@@ -285,7 +285,18 @@ def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", probl
                 f"<table><tr><th>learner</th>{head}</tr>{''.join(rows)}</table>"
                 f"<h2>Held, refused or failed</h2><ul>{failures or '<li>none</li>'}</ul>"
                 + _requests_section(requests or [], base, xsrf) + _accommodations_section(accommodations or {})
-                + _extensions_section(extensions or {}))
+                + _extensions_section(extensions or {}) + _mistakes_section(mistakes or {}))
+
+
+def _mistakes_section(mistakes: dict) -> str:
+    """Per chapter, the named mistakes the class makes most (grader.classroom.mistakes): what to teach next."""
+    parts = []
+    for assignment, found in mistakes.items():
+        rows = "".join(f"<tr><td>{learners}</td><td>{escape(exercise)}</td><td class=\"note\">{escape(said)}</td></tr>"
+                       for exercise, said, learners in found)
+        parts.append(f"<h3>{escape(assignment)}</h3><table><tr><th>learners</th><th>exercise</th>"
+                     f"<th>likely mistake (the notebook's own check)</th></tr>{rows}</table>")
+    return "<h2>What the class gets wrong</h2>" + ("".join(parts) or "<p>no named mistake yet</p>")
 
 
 def _extensions_section(extensions: dict) -> str:

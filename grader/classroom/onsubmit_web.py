@@ -23,6 +23,7 @@ from jupyterhub.utils import url_path_join
 from tornado import ioloop, web
 
 from grader.classroom.ledger import STATE_DIR, now
+from grader.classroom.mistakes import class_mistakes
 from grader.classroom.onsubmit_pages import batch_feedback, batch_key, class_page, learner_page, message_page
 from grader.classroom.phrasebook import phrasebook
 from grader.classroom.requests import Requests, hand_score
@@ -149,7 +150,8 @@ class ClassView(Page):
         self.write(class_page(self.service.ledger, self.service.totals(), self.base, self.service.policy.problem,
                               batch_feedback(self.service.course_dir), requests=self.requests().of(),
                               accommodations=term.accommodations if term else {}, xsrf=self.xsrf_form_html(),
-                              extensions=term.extensions if term else {}))
+                              extensions=term.extensions if term else {},
+                              mistakes=class_mistakes(self.service.course_dir)))
 
 
 class Ask(Page):
