@@ -237,3 +237,46 @@ def test_a_check_that_copies_a_learner_object_cannot_close_the_grading_pipe():
     os.fstat(ours.fileno())  # still open
     ours.close()
     theirs.close()
+
+
+def test_the_likely_mistake_comes_first_and_a_bare_python_error_carries_it(tmp_path):
+    # A check that only says what Python raised, beside a mistake the notebook's check names: the report puts
+    # the named mistake first and on that check's line, in both editions, and the grading page's folded
+    # summary of the cell (Chromium) shows it before any check's tolerance.
+    import re
+    import shutil
+    import subprocess
+
+    from grader.classroom.grading import _cell_error
+    from grader.classroom.onsubmit_pages import FOLD_AT, _check, page
+    from grader.classroom.visibility import Check
+
+    chapter, name = find_chapter("02"), "scaled_dot_product_attention"
+    checks = [c.description for c in exercises(chapter.name)[name].checks]
+    raised = "IndexError: tuple index out of range (line 12)"
+    far = "the output has wrong values: 12 of 12 values differ, the most by 0.5 at index (0, 1) " \
+          "(allowed: 1e-05 + 1e-05 * |expected|)"
+    message = {"passed": checks[:1], "failed": [[checks[1], raised], *[[c, far] for c in checks[2:]]],
+               "diagnosis": "you forgot to divide the scores by sqrt(d_k)"}
+    for lang, likely, named in (("en", "Likely mistake", "you forgot to divide the scores by sqrt(d_k)"),
+                                ("zh", "可能的错误", public_messages("zh", chapter.assignment).text(
+                                    "you forgot to divide the scores by sqrt(d_k)"))):
+        lines = report(chapter, name, message, lang).splitlines()
+        assert likely in lines[1], lines  # right under the exercise's score, above every check's line
+        carried = next(ln for ln in lines if "IndexError" in ln)
+        assert named in carried, carried
+        assert sum(named in ln for ln in lines if "1e-05" in ln) == 0, lines  # tolerance lines keep their own words
+        if lang == "zh":
+            assert english_left("\n".join(lines), chapter.assignment) == [] and "|期望值|" in lines[-1], lines
+    outputs = recorded_outputs(chapter, name, 4.0, message, None)
+    error = _cell_error(outputs)
+    assert len(error) > FOLD_AT and error.index("Likely mistake") < error.index("allowed")
+    browser = next((b for b in ("chromium", "chromium-browser") if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no Chromium")
+    path = tmp_path / "page.html"
+    path.write_text(page("grading", _check(Check(name, 1.0, 4.0, error))))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", path.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    summary = re.search(r"<summary>(.*?)</summary>", dom, re.S).group(1)
+    assert "Likely mistake (from the notebook's own check): you forgot to divide the scores" in summary, summary

@@ -174,3 +174,46 @@ def test_a_chinese_notebook_gets_its_feedback_in_chinese(tmp_path):
                     "YOUR CODE HERE", "not re-run while grading"):
         assert english not in feedback, english
     assert "Student's answer" in (course / "feedback" / "ben" / CHAPTER.assignment / "self_attention.html").read_text()
+    # a written answer left as released is unanswered (0 points) in both editions, never pending
+    from nbgrader.api import Gradebook
+
+    from grader.classroom.total import UNANSWERED, chapter_total
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for student in ("ada", "ben"):
+            total = chapter_total(gb, student, CHAPTER.assignment)
+            states = {p.name: p.state for p in total.parts if p.name.startswith("written_")}
+            assert states and set(states.values()) == {UNANSWERED}, (student, states)
+            assert total.complete
+
+
+def test_the_grade_table_of_a_chinese_notebook_is_chinese(tmp_path):
+    # `grader grade` on a Chinese notebook saved under another name, two written answers (one pending, one
+    # left blank) and a check off by its tolerance: the table's own words in Chinese, none of them English.
+    from grader.classroom.grading import _cell_error, format_table
+    from grader.classroom.recording import test_outputs
+    from grader.classroom.submissions import identify_with_rule, repair
+
+    path = tmp_path / "homework.ipynb"
+    nb = samples.reference(CHAPTER.edition("zh"))
+    nbformat.write(nb, path)
+    _, recognised = identify_with_rule(path)
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "softmax"]
+    _, repairs = repair(nb, samples.released(CHAPTER.edition("zh")))
+    checks = [c.description for c in exercises(CHAPTER.name)["softmax"].checks]
+    off = "the output has wrong values: 3 of 12 values differ, the most by 0.5 at index (0, 1) " \
+          "(allowed: 0 + 0 * |expected|)"
+    error = _cell_error(test_outputs(CHAPTER, "softmax", 2.0, {"passed": checks[1:], "failed": [[checks[0], off]]},
+                                     None, phrasebook.phrasebook("zh", CHAPTER.assignment)))
+    result = {"notebook": str(path), "score": 1.6, "max_score": 14.0, "complete": False, "lang": "zh",
+              "repairs": [recognised, *repairs], "tests": {"test_softmax": {"score": 1.6, "max_score": 2.0,
+                                                                             "error": error}},
+              "written": {"written_p": {"score": None, "max_score": 2.0, "state": "pending"},
+                          "written_q": {"score": 0.0, "max_score": 2.0, "state": "unanswered"}}}
+    table = format_table([result])
+    assert repairs and "homework.ipynb" in table and "|期望值|" in table, table
+    assert english_left(table, CHAPTER.assignment) == [], table
+    for english in ("so far", "pending", "written answer", "repaired", "recognised", "restored", "|expected|"):
+        assert english not in table, (english, table)
+    assert all(has_chinese(line) for line in table.splitlines()), table
+    assert "so far (written answers pending)" in format_table([{**result, "lang": "en"}])

@@ -66,8 +66,8 @@ def test_canvas_zip_is_graded_per_learner_and_chapter(graded):
     assert "unmatched: self_attention.ipynb: the name carries no learner" in summary
     assert "unmatched: dee_104_5005_notes.ipynb: learner 'dee', but notes.ipynb: cannot tell which chapter" in summary
     assert scores[("103", NORM.assignment)] == pytest.approx(total(NORM))
-    assert ("recognised: cy_103_5004_my_homework.ipynb: my_homework.ipynb: chapter 05_add_and_norm "
-            "from its graded cells") in summary
+    assert ("recognised: cy_103_5004_my_homework.ipynb: my_homework.ipynb: recognised as chapter 05_add_and_norm "
+            "by its graded cells") in summary
     rows = list(csv.DictReader((root / "course" / "grades.csv").open()))
     assert {(r["student_id"], r["assignment"]) for r in rows} >= set(scores)
     # Unpacked into one folder per learner in the course directory, under the chapter's notebook name.

@@ -4,7 +4,7 @@ LMS export, feedback, report, regrade) reads one total, written answers nobody g
 import csv
 import os
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import nbformat
@@ -226,18 +226,9 @@ def test_the_class_page_reads_the_totals_lists_held_and_shows_a_term_error(tmp_p
 
 
 def test_a_script_in_a_check_message_does_not_run_in_chromium(tmp_path):
-    import shutil
-    import subprocess
-
     from grader.classroom.onsubmit_pages import learner_page
 
-    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
-    if browser is None:
-        pytest.skip("no Chromium")
-    path = tmp_path / "page.html"
-    path.write_text(learner_page(_ledger(tmp_path), "ada", "/s/"))
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=2000",
-                          "--dump-dom", path.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    dom = _dom(tmp_path, learner_page(_ledger(tmp_path), "ada", "/s/"))
     assert "THE DECISIVE LINE" in dom and "<details" in dom
     assert "pwned</title>" not in dom and "<title>Your submissions</title>" in dom
 
@@ -265,13 +256,25 @@ def test_a_term_file_error_keeps_the_submission_waiting_on_its_row(tmp_path, cap
     assert service.ledger.of("ada")[0].reason == "" and service.ledger.of("ada")[0].status == QUEUED
 
 
-def test_an_extension_for_nobody_in_the_class_is_warned_about_with_near_names():
-    from grader.classroom.term import Term
+def test_a_misspelt_extension_stops_autograde_and_regrade_with_near_names(tmp_path):
+    # as a misspelt accommodation does: a learner silently losing an extension is never a warning at the end
+    from grader.classroom.term import load_term
 
-    term = Term(extensions={("lerner4", CHAPTER.assignment): datetime(2026, 12, 1)})
-    [warning] = term.unknown_learners({"learner4", "ada"})
-    assert "'lerner4'" in warning and "learner4" in warning.split("near:")[1]
-    assert Term(extensions={("ada", CHAPTER.assignment): datetime(2026, 12, 1)}).unknown_learners({"ada"}) == []
+    course, inbox = tmp_path / "course", tmp_path / "inbox"
+    for student in ("learner4", "ada"):
+        for folder in (inbox / student, course / "submitted" / student / CHAPTER.assignment):
+            folder.mkdir(parents=True)
+            nbformat.write(samples.reference(CHAPTER), folder / CHAPTER.notebook_name)
+    (course / "term.toml").write_text('extensions = "extensions.csv"\n[due]\n"02" = 2026-11-20T23:59:00Z\n')
+    (course / "extensions.csv").write_text("student,chapter,due\n"
+                                           "lerner4,02,2026-11-23T00:00Z\nada,02,2026-11-23T00:00Z\n")
+    for grading in (lambda: autograde_class(inbox, course, jobs=1, chapters=[CHAPTER], progress=False,
+                                            term=load_term(course)),
+                    lambda: regrade(course, CHAPTER, term=load_term(course), jobs=1)):
+        with pytest.raises(ValueError, match=r"'lerner4' \(02_self_attention; near: learner4\)") as stopped:
+            grading()
+        assert "ada" not in str(stopped.value) and "nothing was graded" in str(stopped.value)
+    assert not (course / "gradebook.db").exists() and not (course / "autograded").exists()
 
 
 def test_an_exercise_its_cell_never_defined_says_what_python_said():
@@ -289,3 +292,90 @@ def test_an_exercise_its_cell_never_defined_says_what_python_said():
     fill(nb, CHAPTER, [{"kind": "code"}] * len(nb.cells), verdict)
     said = "".join(o.get("text", "") for o in nb.cells[test].outputs)
     assert "`SelfAttention` is not defined" in said and "IndentationError: unexpected indent (line 3)" in said
+
+
+def test_partial_credit_reads_as_a_person_writes_it_in_every_view():
+    # two of three equal checks of a 7-point exercise: 4.667 points kept, "4.67" shown everywhere
+    from grader.boundary.score import Result
+    from grader.classroom.grading import format_table
+    from grader.classroom.onsubmit_pages import _check
+    from grader.classroom.total import AUTOMATIC, Part, Total
+    from grader.classroom.visibility import Check
+
+    result = Result("attention", 7.0, passed=["a", "b"], failed=[("c", "wrong")])
+    assert result.score == 4.667 and result.report().splitlines()[0] == "attention: 4.67 / 7 points"
+    total = Total("ada", CHAPTER.assignment, auto=4.667, hand=0.0, late_share=0.1, max_score=14.0,
+                  parts=(Part("test_attention", AUTOMATIC, 4.667, 7.0),))
+    assert total.text() == "4.2 / 14 (raw 4.67, late penalty −0.47)"
+    table = format_table([{"notebook": "a.ipynb", "score": 4.667, "max_score": 14.0, "lang": "en",
+                           "tests": {"test_attention": {"score": 4.667, "max_score": 7.0, "error": "c: wrong"}}}])
+    assert "4.667" not in table and "a.ipynb: 4.67 / 14" in table and " 4.67 / 7" in table
+    assert "attention: 4.67 / 7 — c: wrong" in _check(Check("test_attention", 4.667, 7.0, "c: wrong"))
+
+
+def _dom(tmp_path, html: str) -> str:
+    import shutil
+    import subprocess
+
+    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no Chromium")
+    path = tmp_path / "page.html"
+    path.write_text(html)
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=2000",
+                           "--dump-dom", path.as_uri()], capture_output=True, text=True, timeout=120).stdout
+
+
+def test_the_learner_page_says_attempts_left_the_own_due_date_and_the_score_as_graded(tmp_path):
+    # one attempt graded 5 / 14, counted; its total now 11 / 14 with a written answer pending: both shown;
+    # 3 attempts allowed, 1 used; ada's extension to the 23rd; the class page lists the extensions
+    from grader.classroom.onsubmit_pages import class_page, learner_page
+    from grader.classroom.submitpolicy import SubmitPolicy
+    from grader.classroom.term import Term
+    from grader.classroom.total import AUTOMATIC, Part, Total
+
+    total = Total("ada", CHAPTER.assignment, auto=8.0, hand=3.0, late_share=0.0, max_score=14.0,
+                  parts=(Part("test_x", AUTOMATIC, 8.0, 8.0), Part("written_p", PENDING, None, 2.0)))
+    extended = datetime(2026, 11, 23, 23, 59, tzinfo=timezone.utc)
+    term = Term(due={CHAPTER.assignment: datetime(2026, 11, 20, 23, 59, tzinfo=timezone.utc)},
+                extensions={("ada", CHAPTER.assignment): extended, (ATTACK, CHAPTER.assignment): extended},
+                on_submit={CHAPTER.assignment: SubmitPolicy(attempts=3)})
+    totals = {("ada", CHAPTER.assignment): total}
+    dom = _dom(tmp_path, learner_page(_ledger(tmp_path), "ada", "/s/", totals=totals, term=term))
+    assert "11 / 14" in dom and "(this attempt as graded: 5 / 14)" in dom
+    assert "due 2026-11-23 23:59 UTC (your extension)" in dom and "2 of 3 attempts left" in dom
+    dom = _dom(tmp_path, class_page(_ledger(tmp_path), totals, "/s/", extensions=term.extensions))
+    assert "<h2>Extensions</h2>" in dom and "ada · 02_self_attention: due 2026-11-23 23:59 UTC" in dom
+    assert "pwned</title>" not in dom and "<title>The class</title>" in dom
+
+
+def test_the_class_page_lists_the_named_mistakes_the_class_makes_most(tmp_path):
+    # three learners' autograded chapter 02 (one Chinese): the mistake two of them make comes first,
+    # counted once per learner, with its exercise
+    from grader.boundary.specs import exercises
+    from grader.classroom.mistakes import class_mistakes
+    from grader.classroom.onsubmit_pages import class_page
+    from grader.classroom.phrasebook import phrasebook, public_messages
+    from grader.classroom.recording import test_outputs
+
+    checks = [c.description for c in exercises(CHAPTER.name)["scaled_dot_product_attention"].checks]
+    unscaled = "you forgot to divide the scores by sqrt(d_k)"
+    for student, lang, said in (("ada", "en", unscaled), ("ben", "en", unscaled), ("cy", "en", None),
+                                ("dee", "zh", unscaled)):
+        chapter = CHAPTER.edition(lang) if lang != "en" else CHAPTER
+        nb = samples.released(chapter)
+        message = {"passed": checks[1:], "failed": [[checks[0], "wrong values"]], "diagnosis": said}
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_scaled_dot_product_attention":
+                cell.outputs = test_outputs(CHAPTER, "scaled_dot_product_attention", 3.0, message, None,
+                                            phrasebook(lang, CHAPTER.assignment))
+        folder = tmp_path / "course" / "autograded" / student / CHAPTER.assignment
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / CHAPTER.notebook_name)
+    chinese = public_messages("zh", CHAPTER.assignment).text(unscaled)
+    found = class_mistakes(tmp_path / "course")
+    assert found == {CHAPTER.assignment: [("scaled_dot_product_attention", unscaled, 2),
+                                          ("scaled_dot_product_attention", chinese, 1)]}
+    dom = _dom(tmp_path, class_page(_ledger(tmp_path), {}, "/s/", mistakes=found))
+    assert "What the class gets wrong" in dom and "<td>2</td><td>scaled_dot_product_attention</td>" in dom
+    assert unscaled in dom and dom.index(unscaled) < dom.index(chinese)

@@ -83,8 +83,8 @@ def test_renamed_and_duplicated_notebooks(graded):
     course, summary = graded
     scores = gradebook(course)
     assert scores["ada"][0] == total()  # "self_attention (1).ipynb": the chapter from its name
-    assert "from its name less a copy suffix" in summary
-    assert "ben" in scores and "homework.ipynb: chapter 02_self_attention from its graded cells" in summary
+    assert "recognised as chapter 02_self_attention (its name less a copy suffix)" in summary
+    assert "ben" in scores and "homework.ipynb: recognised as chapter 02_self_attention by its graded cells" in summary
     # cy's two notebooks: the one named as the chapter graded (two mistakes), the copy reported
     assert 0 < scores["cy"][0] < total()
     assert "not graded: cy handed in 2 notebooks of 02_self_attention; self_attention.ipynb was graded" in summary
@@ -131,6 +131,21 @@ def test_a_named_term_file_is_kept_in_the_course_directory(tmp_path):
     kept = load_term(tmp_path / "course")  # a later run without --term
     assert kept.policy == LatePolicy(per_day=10, cap=50, grace_minutes=15)
     assert kept.extensions == {("ada", CHAPTER.assignment): datetime(2026, 11, 23, tzinfo=timezone.utc)}
+
+
+def test_a_named_term_file_that_replaces_the_courses_says_so_and_keeps_the_old_one(tmp_path, capsys):
+    # `regrade --term FILE` changes the course's policy for every later run: never silently
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "term.toml").write_text('[due]\n"02" = 2026-11-20T23:59:00Z\n')
+    (tmp_path / "stricter.toml").write_text('[due]\n"02" = 2026-11-18T23:59:00Z\n')
+    load_term(course, tmp_path / "stricter.toml")
+    said = capsys.readouterr().err
+    assert f"{tmp_path / 'stricter.toml'} replaces the course's policy file {course / 'term.toml'}" in said
+    assert "2026-11-20" in (course / "term.toml.previous").read_text()
+    assert load_term(course).due[CHAPTER.assignment].day == 18
+    load_term(course, tmp_path / "stricter.toml")  # the same file again: nothing replaced, nothing said
+    assert capsys.readouterr().err == ""
 
 
 def test_submitted_at_fills_only_unknown_times(tmp_path):
@@ -316,7 +331,9 @@ def test_report_flags_a_check_everybody_passes_only_in_a_class_large_enough(lear
     assert ("a check that every one of them passes is not flagged" in flags) == (learners < 20)
 
 
-def test_the_demo_prints_no_warning_and_no_path_into_its_deleted_folder(tmp_path, monkeypatch, capsys):
+def test_the_demo_prints_no_warning_and_keeps_its_folder_saying_how_to_open_it(tmp_path, monkeypatch, capsys):
+    # the feedback and Formgrader the demo describes can still be opened when it has ended
+    import tempfile
     import warnings
 
     from grader.authoring import demo
@@ -329,11 +346,16 @@ def test_the_demo_prints_no_warning_and_no_path_into_its_deleted_folder(tmp_path
 
     def autograde(inbox, course, **_):
         seen["root"] = course.parent
+        (course / "feedback").mkdir(parents=True)
         return (f"Gradebook sqlite:///{course}/gradebook.db\nnote: {inbox}/eve/x.ipynb: unreadable\n"
                 f"grades:   {course}/grades.csv")
 
     monkeypatch.setattr(demo, "autograde_class", autograde)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))
+    (tmp_path / "temp").mkdir()
     demo.run_demo(None, [CHAPTER])
     out = capsys.readouterr().out
-    assert str(seen["root"]) not in out and "grades:   course/grades.csv" in out and "inbox/eve/x.ipynb" in out
-    assert "deleted when it ends" in out
+    root = seen["root"]
+    assert root.parent == tmp_path / "temp" and (root / "course" / "feedback").is_dir()  # kept
+    assert f"grades:   {root}/course/grades.csv" in out and f"{root}/course/feedback" in out
+    assert f"cd {root}/course && jupyter lab" in out and "Formgrader" in out and "deleted" not in out

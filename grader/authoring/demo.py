@@ -43,21 +43,21 @@ def write_class(folder: Path, chapters: list[Chapter]) -> None:
 
 
 def run_demo(course_dir: str | None, chapters: list[Chapter]) -> int:
-    with tempfile.TemporaryDirectory(prefix="grader-demo-") as tmp:
-        root = Path(course_dir) if course_dir else Path(tmp)
-        inbox = root / "inbox"
-        write_class(inbox, chapters)
-        print("Sample students:")
-        for student, (what, _) in STUDENTS.items():
-            print(f"  {student:<4} {what}")
-        print(f"  eve  a corrupt notebook ({chapters[0].notebook_name})")
-        print(f"Releasing {len(chapters)} chapter(s), autograding, generating feedback ...", flush=True)
-        start = time.perf_counter()
-        summary = autograde_class(inbox, root / "course", jobs=2, timeout=60, chapters=chapters)
-        if not course_dir:  # the folder goes at the end: no path into it is worth printing
-            summary = summary.replace(f"sqlite:///{root}/", "").replace(f"{root}/", "")
-            print("(paths below are inside the demo's temporary folder, deleted when it ends: "
-                  "`grader demo --course-dir DIR` keeps it)")
-        print(summary)
-        print(f"demo finished in {time.perf_counter() - start:.0f} s")
+    """Grade the sample class into `course_dir` (default: a new folder under the system's temporary
+    folder), which is kept: the feedback and Formgrader the summary points to can be opened afterwards."""
+    root = Path(course_dir) if course_dir else Path(tempfile.mkdtemp(prefix="grader-demo-"))
+    inbox = root / "inbox"
+    write_class(inbox, chapters)
+    print("Sample students:")
+    for student, (what, _) in STUDENTS.items():
+        print(f"  {student:<4} {what}")
+    print(f"  eve  a corrupt notebook ({chapters[0].notebook_name})")
+    print(f"Releasing {len(chapters)} chapter(s), autograding, generating feedback ...", flush=True)
+    start = time.perf_counter()
+    summary = autograde_class(inbox, root / "course", jobs=2, timeout=60, chapters=chapters)
+    print(summary)
+    print(f"demo finished in {time.perf_counter() - start:.0f} s; the class is kept in {root}:\n"
+          f"  feedback pages: {root / 'course' / 'feedback'}/<student>/<chapter>/*.html (open in a browser)\n"
+          f"  Formgrader:     cd {root / 'course'} && jupyter lab   (then Nbgrader > Formgrader)\n"
+          f"  remove it with: rm -r {root}")
     return 0

@@ -7,6 +7,7 @@ that passed; or no credit at all, with the reason. Both routes score with this o
 """
 from __future__ import annotations
 
+import re
 import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -26,6 +27,15 @@ NO_CREDIT = shown("  no credit: {reason}")
 PASSED = shown("  ok    {check}")
 FAILED = shown("  FAIL  {check}: {why}")
 LIKELY_MISTAKE = shown("  Likely mistake (from the notebook's own check): {mistake}")
+NAMED_ERROR = shown("{mistake} (your code raised {error})")
+# A check's message that is only what Python raised (run_each's "{type}: {error} (line {n})"): the named
+# mistake says more, so it carries that.
+PYTHON_ERROR = re.compile(r"\w*(?:Error|Exception): .*\(line \d+\)", re.S)
+
+
+def points(value: float) -> str:
+    """A score as a person writes it, the same in every view: at most two decimals ("4.67", not 4.667)."""
+    return f"{round(float(value), 2):g}"
 
 
 def _english(template: str, **values) -> str:
@@ -52,16 +62,21 @@ class Result:
         return round(self.points * passed / total, 3)
 
     def report(self, say: Callable[..., str] = _english) -> str:
-        """The lines a learner reads; `say(template, **values)` puts them in their language
-        (grader.classroom.phrasebook.Phrasebook.say)."""
-        lines = [say(HEAD, name=self.name, score=f"{self.score:g}", points=f"{self.points:g}")]
+        """The lines a learner reads, the likely mistake first (the checks' own lines say how far off);
+        `say(template, **values)` puts them in their language (grader.classroom.phrasebook.Phrasebook.say)."""
+        lines = [say(HEAD, name=self.name, score=points(self.score), points=points(self.points))]
         if self.zero_reason:
             lines.append(say(NO_CREDIT, reason=self.zero_reason))
-        lines += [say(PASSED, check=c) for c in self.passed]
-        lines += [say(FAILED, check=c, why=why) for c, why in self.failed]
         if self.diagnosis:
             lines.append(say(LIKELY_MISTAKE, mistake=self.diagnosis))
+        lines += [say(PASSED, check=c) for c in self.passed]
+        lines += [say(FAILED, check=c, why=self._named(why, say)) for c, why in self.failed]
         return "\n".join(lines)
+
+    def _named(self, why: str, say: Callable[..., str]) -> str:
+        if self.diagnosis and PYTHON_ERROR.fullmatch(why.strip()):
+            return say(NAMED_ERROR, mistake=self.diagnosis, error=why)
+        return why
 
 
 def run_each(exercise: Exercise, obj: Any, result: Result, passthrough: tuple = ()) -> None:

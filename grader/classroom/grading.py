@@ -24,10 +24,11 @@ import nbformat
 from grader.boundary import seeds
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool, load_checks
-from grader.boundary.score import FAILED, LIKELY_MISTAKE, NO_CREDIT, shown
+from grader.boundary.score import FAILED, LIKELY_MISTAKE, NO_CREDIT, points, shown
 from grader.boundary.unit import Job, Verdict
 from grader.chapters import CHAPTERS, LANGUAGES, Chapter, exercise_of, is_answer_cell, is_test_cell
 from grader.classroom import locks, skipping
+from grader.classroom.accommodations import class_roster
 from grader.classroom.cluster import DaskPool
 from grader.classroom.intake import gather
 from grader.classroom.phrasebook import edition_of, phrasebook
@@ -184,6 +185,7 @@ def _learner_notebook(submission: Submission, release: nbformat.NotebookNode):
     if other:
         raise BadSubmission(shown(f"{path.name} holds the cells of {other}, not of {chapter.assignment}"))
     release = edition_release(nb, chapter, release)
+    submission.lang = edition_of(nb)
     nb, repairs = repair(nb, release)
     submission.notes += notes + repairs
     return nb, release
@@ -266,7 +268,7 @@ def result_of(course: CourseDir, submission: Submission, late=None) -> dict:
               "max_score": total.max_score if total else round(sum(t["max_score"] for t in tests.values()), 3),
               "raw_score": total.raw if total else raw, "penalty": total.penalty if total else 0.0,
               "complete": total.complete if total else True,
-              "tests": tests}
+              "tests": tests, "lang": submission.lang}
     if written:
         result["written"] = written
     if submission.error:
@@ -365,25 +367,30 @@ def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: b
         return [result_of(course, sub) for sub in submissions]
 
 
+SO_FAR = shown(" so far (written answers pending)")
+NOTE = shown("  note: {note}")
+WRITTEN = {"pending": shown("written answer: pending: not yet graded by hand"),
+           "unanswered": shown("written answer: no answer written"), "graded": shown("written answer: graded by hand")}
+
+
 def format_table(results: list[dict]) -> str:
+    """`grader grade`'s table, each notebook's rows in its edition's language (the result's "lang")."""
     lines = []
     for r in results:
-        lines.append(f"{r['notebook']}: {r['score']:g} / {r['max_score']:g}"
-                     + ("" if r.get("complete", True) else " so far (written answers pending)"))
+        book = phrasebook(r.get("lang", "en"))
+        lines.append(f"{r['notebook']}: {points(r['score'])} / {points(r['max_score'])}"
+                     + ("" if r.get("complete", True) else book.say(SO_FAR)))
         if r.get("error"):
-            lines.append(f"  error: {r['error']}")
-        for note in r.get("repairs", []):
-            lines.append(f"  repaired: {note}")
+            lines.append(f"  error: {book.text(r['error'])}")
+        lines += [book.say(NOTE, note=note) for note in r.get("repairs", [])]
         for gid, t in r["tests"].items():
-            line = f"  {gid:<40} {t['score']:>6g} / {t['max_score']:g}"
+            line = f"  {gid:<40} {points(t['score']):>6} / {points(t['max_score'])}"
             if t["error"] and not r.get("error"):
                 line += f"   {t['error'][:150]}"
             lines.append(line)
         for gid, w in r.get("written", {}).items():
-            score = "-" if w["score"] is None else f"{w['score']:g}"
-            what = {"pending": "pending: not yet graded by hand", "unanswered": "no answer written",
-                    "graded": "graded by hand"}[w["state"]]
-            lines.append(f"  {gid:<40} {score:>6} / {w['max_score']:g}   written answer: {what}")
+            score = "-" if w["score"] is None else points(w["score"])
+            lines.append(f"  {gid:<40} {score:>6} / {points(w['max_score'])}   {book.say(WRITTEN[w['state']])}")
     return "\n".join(lines)
 
 
@@ -425,6 +432,7 @@ def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db
             set_aside_duplicates(submissions)
             if term is not None:
                 term.fill_times(submissions)
+                term.check_extensions(class_roster(course_dir) | {s.student for s in submissions})
             chapters = chapters or _chapters_of(submissions)
             load_checks(chapters)
             course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
@@ -436,9 +444,6 @@ def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
                       book=book, hold=(lambda: short(course.db_url)) if judge_unlocked else None)
             with short(course.db_url):
-                if term is not None:
-                    notes += term.unknown_learners({s for s, _ in totals(course.db_url)}
-                                                   | {s.student for s in submissions})
                 feedback_and_export(course, chapters, students=feedback_for, score_only=score_only)
                 late = term.policy if term is not None else None
                 results = [{**result_of(course, sub, late), "student": sub.student,

@@ -8,7 +8,7 @@ from datetime import datetime
 from html import escape
 from pathlib import Path
 
-from grader.boundary.score import shown
+from grader.boundary.score import points, shown
 from grader.chapters import CHAPTERS
 from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, Entry, Ledger, now
 from grader.classroom.phrasebook import Phrasebook, phrasebook
@@ -46,9 +46,10 @@ def _score(view: LearnerView, book: Phrasebook = ENGLISH, learner: bool = True) 
     """A graded attempt's score as `view` shows it (the counted one's: the gradebook's total)."""
     if view.score is None:
         return ""
-    text = f"{view.score:g} / {view.max_score or 0:g}"
+    text = f"{points(view.score)} / {points(view.max_score or 0)}"
     if view.penalty:
-        text += book.say(shown(" (raw {raw:g}, late penalty −{penalty:g})"), raw=view.raw_score, penalty=view.penalty)
+        text += book.say(shown(" (raw {raw:g}, late penalty −{penalty:g})"), raw=round(view.raw_score or 0, 2),
+                         penalty=round(view.penalty, 2))
     if view.pending:
         text += book.say(shown(" · {count} written answer(s) pending: not yet graded by hand"),
                          count=len(view.pending))
@@ -59,7 +60,7 @@ def _score(view: LearnerView, book: Phrasebook = ENGLISH, learner: bool = True) 
 
 def _check(check: Check) -> str:
     """One failing check, whole: a long message folds, its first line showing."""
-    head = f"{check.name.removeprefix('test_')}: {check.score:g} / {check.max_score:g} — "
+    head = f"{check.name.removeprefix('test_')}: {points(check.score)} / {points(check.max_score)} — "
     error = check.message or ""
     if len(error) <= FOLD_AT:
         return f'<div class="check">{escape(head + error)}</div>'
@@ -141,7 +142,7 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
         status = say(STATUS.get(entry.status, entry.status))
         if entry.time_limit and entry.status in (GRADING, GRADED, FAILED):  # what this notebook was allowed
             status += f"<br><small>{say(TIME_LIMIT, minutes=round(entry.time_limit / 60, 1))}</small>"
-        score = _score(view, book)
+        score = _score(view, book) + _as_graded(view, book)
         may_ask = asked[entry.assignment] < allowed  # a form only while the chapter's requests last
         ask = _ask_form(entry, items_of(entry, totals.get((entry.student, entry.assignment))), base, xsrf, say) \
             if may_ask else ""
@@ -158,7 +159,41 @@ def learner_page(ledger: Ledger, student: str, base: str, instructor: bool = Fal
     return page(book.say(shown("Your submissions")),
                 f"<h1>{say(shown('Your submissions, {student}'), student=student)}</h1>{table}"
                 f"<p>{say(shown('Your feedback also arrives through Fetch Feedback in the Assignments panel.'))}</p>"
-                + _my_requests(requests, book) + more)
+                + _where_you_stand(entries, term, book) + _my_requests(requests, book) + more)
+
+
+def _as_graded(view: LearnerView, book: Phrasebook) -> str:
+    """The counted attempt's score as it was graded, beside the total that counts now, when they differ
+    (hand grades, written answers pending, a regrade): a learner's page never changes a number silently."""
+    e = view.entry
+    if not e.counted or e.score is None or view.score is None or (e.score, e.max_score) == (view.score, view.max_score):
+        return ""
+    return book.say(shown(" (this attempt as graded: {score} / {max_score})"), score=points(e.score),
+                    max_score=points(e.max_score or 0))
+
+
+def _where_you_stand(entries: list[Entry], term, book: Phrasebook) -> str:
+    """Per chapter the learner submitted: their due date (with their own extension) and the attempts left
+    before a submission is refused (grader.classroom.admission)."""
+    if term is None or not entries:
+        return ""
+    items = []
+    for assignment in sorted({e.assignment for e in entries}):
+        student = entries[0].student
+        parts = []
+        due = term.due_for(student, assignment)
+        if due is not None:
+            extended = (student, assignment) in term.extensions
+            parts.append(book.say(shown("due {when} (your extension)") if extended else shown("due {when}"),
+                                  when=due.strftime("%Y-%m-%d %H:%M UTC")))
+        allowed = term.submit_policy(assignment, student).attempts
+        if allowed is not None:
+            used = sum(e.used_attempt for e in entries if e.assignment == assignment)
+            parts.append(book.say(shown("{left} of {allowed} attempts left"), left=max(0, allowed - used),
+                                  allowed=allowed))
+        if parts:
+            items.append(f"<li>{escape(assignment)}: {escape(' · '.join(parts))}</li>")
+    return f"<h2>{escape(book.say(shown('Due dates and attempts')))}</h2><ul>{''.join(items)}</ul>" if items else ""
 
 
 def batch_key(student: str, assignment: str) -> str:
@@ -228,7 +263,8 @@ HIDDEN_TERMS = "an accommodation (its terms are the instructor's: term.toml's [g
 
 def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", problem: str | None = None,
                batch: dict | None = None, requests: list | None = None, accommodations: dict | None = None,
-               xsrf: str = "", contexts: dict | None = None, accommodation_terms: bool = True) -> str:
+               xsrf: str = "", contexts: dict | None = None, accommodation_terms: bool = True,
+               extensions: dict | None = None, mistakes: dict | None = None) -> str:
     """The instructor's view: the queue; per learner and chapter the gradebook's total (grader.classroom.total:
     hand grades, regrades, learners graded in batch), else the counted attempt's score, linked to its
     feedback (`batch`: (student, assignment) -> the feedback file of a learner graded in batch, served by
@@ -270,4 +306,23 @@ def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", probl
                 f"<table><tr><th>learner</th>{head}</tr>{''.join(rows)}</table>"
                 f"<h2>Held, refused or failed</h2><ul>{failures or '<li>none</li>'}</ul>"
                 + _requests_section(requests or [], base, xsrf, contexts)
-                + _accommodations_section(accommodations or {}, accommodation_terms))
+                + _accommodations_section(accommodations or {}, accommodation_terms)
+                + _extensions_section(extensions or {}) + _mistakes_section(mistakes or {}))
+
+
+def _mistakes_section(mistakes: dict) -> str:
+    """Per chapter, the named mistakes the class makes most (grader.classroom.mistakes): what to teach next."""
+    parts = []
+    for assignment, found in mistakes.items():
+        rows = "".join(f"<tr><td>{learners}</td><td>{escape(exercise)}</td><td class=\"note\">{escape(said)}</td></tr>"
+                       for exercise, said, learners in found)
+        parts.append(f"<h3>{escape(assignment)}</h3><table><tr><th>learners</th><th>exercise</th>"
+                     f"<th>likely mistake (the notebook's own check)</th></tr>{rows}</table>")
+    return "<h2>What the class gets wrong</h2>" + ("".join(parts) or "<p>no named mistake yet</p>")
+
+
+def _extensions_section(extensions: dict) -> str:
+    """The term's extensions, (student, assignment) -> due date, as the grading applies them."""
+    items = "".join(f"<li>{escape(student)} · {escape(assignment)}: due {due:%Y-%m-%d %H:%M UTC}</li>"
+                    for (student, assignment), due in sorted(extensions.items()))
+    return f"<h2>Extensions</h2><ul>{items or '<li>none</li>'}</ul>"

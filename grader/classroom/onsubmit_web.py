@@ -23,6 +23,7 @@ from jupyterhub.utils import url_path_join
 from tornado import ioloop, web
 
 from grader.classroom.ledger import STATE_DIR, now
+from grader.classroom.mistakes import class_mistakes
 from grader.classroom.onsubmit_pages import batch_feedback, batch_key, class_page, learner_page, message_page
 from grader.classroom.phrasebook import phrasebook
 from grader.classroom.requests import Requests, contexts, hand_score
@@ -151,7 +152,9 @@ class ClassView(Page):
                               batch_feedback(self.service.course_dir), requests=requests,
                               accommodations=term.accommodations if term else {}, xsrf=self.xsrf_form_html(),
                               contexts=around,
-                              accommodation_terms=self.instructor or bool(term and term.graders_see_accommodations)))
+                              accommodation_terms=self.instructor or bool(term and term.graders_see_accommodations),
+                              extensions=term.extensions if term else {},
+                              mistakes=class_mistakes(self.service.course_dir)))
 
 
 class Ask(Page):

@@ -35,7 +35,7 @@ from grader.classroom.phrasebook import Phrasebook, edition_of, hidden_test_line
 from grader.classroom.sanitise import CommentsAsText, SanitiseLast, SanitiseNotebook
 from grader.classroom.submissions import BadSubmission, Submission
 from grader.classroom.total import SettleTotal, late_policy
-from grader.classroom.written import AddRubrics, DropRubrics
+from grader.classroom.written import AddRubrics, DropRubrics, ScoreBlankAnswers
 from grader.coursedir import COURSE_ID, CourseDir
 
 
@@ -433,8 +433,9 @@ def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchang
         config.Exchange.root = str(exchange)
     config.CourseDirectory.db_url = course.db_url
     config.Autograde.autograde_preprocessors = [FillVerdict, SanitiseNotebook, AddRubrics, IgnorePattern,
-                                                ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, BindHandGrades,
-                                                AssignLatePenalties, CheckCellMetadata, SanitiseLast]
+                                                ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+                                                ScoreBlankAnswers, BindHandGrades, AssignLatePenalties,
+                                                CheckCellMetadata, SanitiseLast]
     config.FillVerdict.folder = str(course.root / VERDICTS)
     config.BindHandGrades.folder = str(course.root / FOLDER)
     config.GenerateFeedback.preprocessors = [DropRubrics, *([ScoreOnly] if score_only else []), SettleTotal,

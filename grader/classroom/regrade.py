@@ -18,6 +18,7 @@ from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool, load_checks
 from grader.chapters import Chapter
 from grader.classroom import locks
+from grader.classroom.accommodations import class_roster
 from grader.classroom.grading import grade_all, release_all
 from grader.classroom.intake import admitted, submission
 from grader.classroom.recording import feedback_and_export
@@ -157,6 +158,8 @@ def regrade(course_dir: str | Path, chapter: Chapter, term=None, never_lower: bo
             raise ValueError(f"{root}: no submission of {chapter.assignment} under submitted/ for {', '.join(unknown)}")
         folders = [f for f in folders if f.parent.name in students]
     submissions = [submission(f / chapter.notebook_name, f, f.parent.name) for f in folders]
+    if term is not None:
+        term.check_extensions(class_roster(root) | {s.student for s in submissions})
     _keep_ungradable(root, chapter, submissions)
     with Pool(jobs=jobs, timeout=timeout, limits=limits or Limits()) as pool, locks.locked(root):
         pool.start()

@@ -47,6 +47,7 @@ class Submission:
     cells: list[dict] = field(default_factory=list)
     verdict: Verdict | None = None
     submitted_at: datetime | None = None  # from the exchange or the LMS; None when unknown
+    lang: str = "en"  # the edition the notebook says it is (grader.classroom.phrasebook.edition_of)
     set_aside: bool = False  # another notebook of this learner and chapter is graded instead
 
     @property
@@ -122,14 +123,15 @@ def identify_with_rule(path: Path) -> tuple[Chapter, str | None]:
     stem = COPY_SUFFIX.sub("", path.name.removesuffix(".ipynb"))
     try:
         chapter = find_chapter(stem)
-        return chapter, f"{path.name}: chapter {chapter.assignment} from its name less a copy suffix"
+        return chapter, shown(f"{path.name}: recognised as chapter {chapter.assignment} (its name less a copy suffix)")
     except ValueError:
         pass
     chapter = chapter_of_cells(path)
     if chapter is None:
         raise BadSubmission(shown(f"{path.name}: cannot tell which chapter this is ({reason}; "
                                   "its graded cells are none of a chapter's either)")) from None
-    return chapter, f"{path.name}: chapter {chapter.assignment} from its graded cells (grade_ids)"
+    return chapter, shown(f"{path.name}: recognised as chapter {chapter.assignment} by its graded cells "
+                          "(its file name is not the chapter's)")
 
 
 @functools.cache
@@ -234,8 +236,8 @@ def repair(submitted: nbformat.NotebookNode,
         if grade_id is not None and (grade_id not in known or grade_id in seen):
             cell = copy.deepcopy(cell)
             del cell.metadata["nbgrader"]
-            notes.append(f"cell {grade_id!r} {'is a duplicate' if grade_id in seen else 'is unknown'}: "
-                         "graded as an ordinary cell")
+            notes.append(shown(f"cell {grade_id!r} is a duplicate: graded as an ordinary cell") if grade_id in seen
+                         else shown(f"cell {grade_id!r} is unknown: graded as an ordinary cell"))
             grade_id = None
         if grade_id:
             seen.add(grade_id)
@@ -251,7 +253,7 @@ def repair(submitted: nbformat.NotebookNode,
                 position = i + 1
         cells.insert(position, copy.deepcopy(released_cell))
         seen.add(grade_id)
-        notes.append(f"cell {grade_id!r} was missing: restored from the release")
+        notes.append(shown(f"cell {grade_id!r} was missing: restored from the release"))
     released_cells = {_grade_id(c): c for c in released.cells if _grade_id(c)}
     for i, cell in enumerate(cells):
         original = released_cells.get(_grade_id(cell))
@@ -264,8 +266,8 @@ def repair(submitted: nbformat.NotebookNode,
             if original.metadata.nbgrader.get("solution"):
                 restored.source = cell.get("source", "")
             cells[i] = restored
-            notes.append(f"cell {_grade_id(cell)!r} had its type or grading metadata changed: "
-                         "restored from the release")
+            notes.append(shown(f"cell {_grade_id(cell)!r} had its type or grading metadata changed: "
+                               "restored from the release"))
     repaired = copy.deepcopy(submitted)
     repaired.cells = cells
     return repaired, notes

@@ -32,6 +32,7 @@ from __future__ import annotations
 import csv
 import math
 import shutil
+import sys
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -118,18 +119,21 @@ class Term:
         """The learner's due date for a chapter: their extension, else the chapter's (None: no due date)."""
         return self.extensions.get((student, assignment), self.due.get(assignment))
 
-    def unknown_learners(self, known: set[str]) -> list[str]:
-        """A warning for each extension naming no learner of the class (a typo would silently grant
-        nothing), with the class's nearest names."""
+    def check_extensions(self, known: set[str]) -> None:
+        """A ValueError naming each extension's learner who is not in the class (`known`), with the class's
+        nearest names: a typo would silently grant nothing, so grading stops, as for an accommodation."""
         import difflib
 
-        warnings = []
-        for student, assignment in sorted(self.extensions):
-            if student not in known:
-                near = difflib.get_close_matches(student, sorted(known), n=3, cutoff=0.6)
-                warnings.append(f"warning: an extension of {assignment} names {student!r}, who is no learner of "
-                                f"this class" + (f" (near: {', '.join(near)})" if near else ""))
-        return warnings
+        strangers = sorted({(student, assignment) for student, assignment in self.extensions if student not in known})
+        if not strangers:
+            return
+        named = []
+        for student, assignment in strangers:
+            near = difflib.get_close_matches(student, sorted(known), n=3, cutoff=0.6)
+            named.append(f"{student!r} ({assignment}" + (f"; near: {', '.join(near)})" if near else ")"))
+        raise ValueError(f"{self.source or 'the term file'}: extensions for learner(s) not in this class: "
+                         f"{', '.join(named)}. Correct the name in the extensions file (or add the learner: "
+                         "`nbgrader db student add NAME`); nothing was graded")
 
     def configure(self, config) -> None:
         """Point nbgrader's AssignLatePenalties at the course's policy (no policy: no penalty)."""
@@ -277,6 +281,10 @@ def _keep_in(course_dir: Path, path: Path, extensions: str | None) -> None:
     if kept.exists() and kept.resolve() == path.resolve():
         return
     course_dir.mkdir(parents=True, exist_ok=True)
+    if kept.is_file() and kept.read_bytes() != path.read_bytes():  # the course's policy changes for good: say so
+        shutil.copyfile(kept, kept.with_name(TERM_FILE + ".previous"))
+        print(f"note: {path} replaces the course's policy file {kept} for this and every later grading "
+              f"(the previous one is kept as {kept.name}.previous)", file=sys.stderr)
     shutil.copyfile(path, kept)
     if extensions and not Path(extensions).is_absolute():
         target = course_dir / extensions

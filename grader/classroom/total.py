@@ -25,6 +25,7 @@ from pathlib import Path
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
+from grader.boundary.score import points
 from grader.classroom.locks import sqlite_path
 
 GRADED, PENDING, UNANSWERED, AUTOMATIC = "graded", "pending", "unanswered", "automatic"
@@ -71,9 +72,9 @@ class Total:
 
     def text(self) -> str:
         """"6 / 14", "6 / 14 (raw 7.5, late penalty −1.5)", "... · 2 written answers pending"."""
-        line = f"{self.score:g} / {self.max_score:g}"
+        line = f"{points(self.score)} / {points(self.max_score)}"
         if self.penalty:
-            line += f" (raw {self.raw:g}, late penalty −{self.penalty:g})"
+            line += f" (raw {points(self.raw)}, late penalty −{points(self.penalty)})"
         if self.pending:
             count = len(self.pending)
             line += f" · {count} written answer{'s' if count > 1 else ''} pending (not yet graded by hand)"

@@ -165,6 +165,34 @@ class AddRubrics(NbGraderPreprocessor):
         return nb, resources
 
 
+def left_blank(source: str) -> bool:
+    """Whether a written answer is still the text the release put there, in either edition's language: nbgrader
+    scores only its own class's stub 0 (a checksum), and a Chinese notebook graded with an English release
+    (or the other way round) would otherwise wait for a hand grade that has nothing to grade."""
+    from grader.coursedir import STUBS  # lazy: coursedir imports the class's modules
+
+    return source.strip() in {text.strip() for _, text in STUBS.values()}
+
+
+class ScoreBlankAnswers(NbGraderPreprocessor):
+    """Autograde, after SaveAutoGrades: an answer left as released, in any edition, scores 0 (unanswered),
+    as nbgrader scores its own stub, instead of pending."""
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+
+        meta = resources["nbgrader"]
+        blank = [c.metadata.nbgrader["grade_id"] for c in nb.cells
+                 if is_answer_cell(c) and c.metadata.nbgrader.get("grade") and left_blank(c.source)]
+        if blank:
+            with Gradebook(meta["db_url"]) as gb:
+                for grade_id in blank:
+                    grade = gb.find_grade(grade_id, meta["notebook"], meta["assignment"], meta["student"])
+                    grade.auto_score, grade.needs_manual_grade = 0.0, False
+                gb.db.commit()
+        return nb, resources
+
+
 class DropRubrics(NbGraderPreprocessor):
     """Feedback: the notebook without the rubric cells AddRubrics put in."""
 
