@@ -862,8 +862,10 @@ class TableModel(nn.Module):
         super().__init__()
         self.table = torch.as_tensor(logits_table, dtype=torch.float32)
         self.block_size = block_size
+        self.grad_enabled = set()  # torch.is_grad_enabled() at each call
 
     def forward(self, idx):
+        self.grad_enabled.add(torch.is_grad_enabled())
         if idx.shape[1] > self.block_size:
             raise ValueError(f"a context of {idx.shape[1]} tokens exceeds block_size={self.block_size}")
         return self.table[idx]
@@ -966,6 +968,15 @@ def _(fn):
     out = run_beam(fn, TableModel(table, block_size=4), prompt, 3, 125)
     assert_tensor(out, brute_force(table, prompt, 3), atol=0, rtol=0,
                   what="beam_search with a prompt of 7, block_size 4")
+
+
+@beam_search.side_check("no gradients are recorded (the model runs under torch.no_grad)",
+                        states=("Runs without gradients (torch.no_grad)",))
+def _(fn):
+    model = TableModel(2 * randn(4, 4, seed=1035))
+    run_beam(fn, model, [1], 3, 2)
+    if True in model.grad_enabled:
+        raise AssertionError("the model ran with gradients enabled: wrap the search in torch.no_grad()")
 
 
 @beam_search.side_check("ValueError for a batch of 2 prompts, beam_width < 1 and max_new_tokens < 0",
