@@ -237,7 +237,8 @@ def _(cls):
 
 @GPT.check("logits equal an independent GPT-2 forward pass (B=3, T=7 < block_size), eval mode",
            states=("queries, keys and values side by side in that order",
-                   "x = x + drop(mlp_out(GELU_tanh(mlp_in(ln_2(x)))))", "logits = ln_f(x) @ token_embedding.weight.T",
+                   "applies GELU in its tanh form", "the final norm ln_f of the last block's output times the token "
+                   "embedding matrix", "Each block is Pre-LN",
                    "softmax(q k^T / sqrt(Dh))"))
 def _(cls):
     model, state = loaded_gpt(cls, 810)
