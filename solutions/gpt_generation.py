@@ -31,11 +31,12 @@ class GPT(nn.Module):
         Initialise as Hugging Face's GPT-2 does, less its residual scaling: Linear and Embedding
         weights from N(0, 0.02^2), biases 0.
     forward(idx (B, T), cache=None, use_cache=False):
-        x = drop(token_embedding(idx) + position_embedding(positions))                 (B, T, D)
-        for each block (Pre-LN):
-            x = x + drop(attn_out(causal self-attention of ln_1(x)))
-            x = x + drop(mlp_out(GELU_tanh(mlp_in(ln_2(x)))))
-        logits = ln_f(x) @ token_embedding.weight.T                                   (B, T, V)
+        The first block reads each token's embedding plus the embedding of its position, (B, T, D).
+        Each block is Pre-LN: each of its two sublayers reads a normalised copy of x (ln_1 before
+        attention, ln_2 before the MLP), and what the sublayer returns (through attn_out or mlp_out)
+        is added back to x. The MLP widens to 4D with mlp_in, applies GELU in its tanh form and
+        narrows back to D with mlp_out. The logits (B, T, V) are the final norm ln_f of the last
+        block's output times the token embedding matrix (transposed): the output layer is tied.
         Attention has H heads of Dh = D / H: softmax(q k^T / sqrt(Dh)) with a causal mask,
         dropout on the weights, then the weights times v.
         The cache is a list with one (keys, values) pair per block, each (B, H, S, Dh): the keys

@@ -99,6 +99,13 @@ NAMED = [
     ("05", "AddNorm", "normalises before adding: norm(x) + sublayer_out", "you normalised x before adding"),
     ("06", "label_smoothed_loss", "averages over the ignored rows too", "you averaged over all N rows"),
     ("07", "gelu", "x**2 in the cubic term", "(you used x**2)"),
+    # issue 45: chapter 08's checks named their mistakes with fail(), which the report does not repeat
+    ("08", "beam_search", "forgets eos: finished beams are extended like any other", "eos_id ends a sequence"),
+    ("08", "train_bpe", "each distinct pair counted once (a set of pairs: every count is 1)",
+     "not each distinct pair once"),
+    ("08", "generate", "the cache is never restarted: fails once it holds block_size positions",
+     "the cache was never restarted"),
+    ("08", "next_token_targets", "targets equal to the inputs (no shift)", "your targets are the inputs themselves"),
     ("09", "RMSNorm", "sum of squares instead of the mean", "you used the SUM of squares"),
     # issue 45: checks that named these with a plain fail(), which the graded report does not repeat
     ("09", "repeat_kv", "`.repeat` tiles the heads (0, 1, 0, 1) instead of keeping each head's copies together",

@@ -584,6 +584,57 @@ def top_k_filter(logits, k):
 '''),
 ]
 
+# issue 46: mistakes the public checks passed (only the hidden tests failed them), one with full marks, and
+# mistakes a check answered with expected and actual values where it could name them
+WRONG += [
+    Variant("beam_search", "beam search runs with gradients enabled (no torch.no_grad)", _mutate(
+        _BEAM, ("    with torch.no_grad():\n", "    if True:\n"))),
+    Variant("beam_search", "eos candidates kept live (never set aside); the result cut at its first eos", _mutate(
+        _BEAM, ("                    if eos_id is not None and tok == eos_id:\n"
+                "                        done.append((score + lp, seq + [tok]))\n"
+                "                    else:\n"
+                "                        candidates.append((score + lp, seq + [tok]))\n",
+                "                    candidates.append((score + lp, seq + [tok]))\n"),
+        ("    best = max(done + live, key=lambda c: c[0])\n    return torch.tensor([best[1]])",
+         "    best = max(live, key=lambda c: c[0])[1]\n"
+         "    if eos_id is not None and eos_id in best[idx.shape[1]:]:\n"
+         "        best = best[:best.index(eos_id, idx.shape[1]) + 1]\n"
+         "    return torch.tensor([best])"))),
+    Variant("apply_temperature", "float64 logits come back float32 (.float())", '''
+def apply_temperature(logits, temperature):
+    if temperature <= 0:
+        raise ValueError("temperature must be positive")
+    return logits.float() / temperature
+'''),
+    Variant("sample_next_token", "temperature applied to the probabilities after the softmax (no effect)",
+            _SAMPLE_HEAD + '''
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    probs = apply_temperature(torch.softmax(logits, dim=-1), temperature)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+'''),
+    Variant("GPT", "checks T > block_size but not cached + new tokens (S + T)", _mutate(
+        _GPT, ("if start + T > self.block_size:", "if T > self.block_size:"))),
+    Variant("GPT", "q, k, v read from qkv in the order k, q, v", _mutate(
+        _GPT, ("q, k, v = block.qkv(block.ln_1(x)).chunk(3, dim=-1)",
+               "k, q, v = block.qkv(block.ln_1(x)).chunk(3, dim=-1)"))),
+    Variant("GPT", "q, k, v read interleaved from qkv (features 0, 3, 6, ... are q)", _mutate(
+        _GPT, ("q, k, v = block.qkv(block.ln_1(x)).chunk(3, dim=-1)",
+               "q, k, v = block.qkv(block.ln_1(x)).view(B, T, D, 3).unbind(-1)"))),
+    Variant("next_token_targets", "targets equal to the inputs (no shift)", '''
+def next_token_targets(idx):
+    if idx.dim() != 2 or idx.shape[1] < 2:
+        raise ValueError("idx should be (B, T) with T >= 2")
+    return idx[:, :-1], idx[:, :-1]
+'''),
+    Variant("train_bpe", "each distinct pair counted once (a set of pairs: every count is 1)", _mutate(
+        _TRAIN_BPE, ("            stats[pair] = stats.get(pair, 0) + 1", "            stats[pair] = 1"))),
+    Variant("train_bpe", "pairs counted at even positions only (zip(ids[::2], ids[1::2]))", _mutate(
+        _TRAIN_BPE, ("        for pair in zip(ids, ids[1:]):", "        for pair in zip(ids[::2], ids[1::2]):"))),
+]
+
 # side rules (ValueError, in place) earned these points before issue 29; now they earn nothing
 WRONG += [*do_nothing("GPT", "forward returns None", "forward raises ValueError"),
           *do_nothing("next_token_targets", "raises ValueError"),

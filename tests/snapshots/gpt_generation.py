@@ -36,6 +36,11 @@ STORED = [
     Stored("GPT_QKV_PER_HEAD", "GPT", logits,
            catalogued("q, k, v split per head (view (B, T, H, 3*Dh)) instead of side by side"),
            says="q, k and v lie side by side"),
+    Stored("GPT_QKV_KQV", "GPT", logits, catalogued("q, k, v read from qkv in the order k, q, v"),
+           says="queries and keys are swapped"),
+    Stored("GPT_QKV_INTERLEAVED", "GPT", logits,
+           catalogued("q, k, v read interleaved from qkv (features 0, 3, 6, ... are q)"),
+           says="q, k and v were read interleaved"),
 
     Stored("COLD_PROBS", "top_p_filter", cold, block="sample_next_token",
            note="the distribution at temperature 0.5 and top_p 0.9 (the temperature first, then the nucleus)"),

@@ -237,7 +237,8 @@ def _(cls):
 
 @GPT.check("logits equal an independent GPT-2 forward pass (B=3, T=7 < block_size), eval mode",
            states=("queries, keys and values side by side in that order",
-                   "x = x + drop(mlp_out(GELU_tanh(mlp_in(ln_2(x)))))", "logits = ln_f(x) @ token_embedding.weight.T",
+                   "applies GELU in its tanh form", "the final norm ln_f of the last block's output times the token "
+                   "embedding matrix", "Each block is Pre-LN",
                    "softmax(q k^T / sqrt(Dh))"))
 def _(cls):
     model, state = loaded_gpt(cls, 810)
@@ -862,8 +863,10 @@ class TableModel(nn.Module):
         super().__init__()
         self.table = torch.as_tensor(logits_table, dtype=torch.float32)
         self.block_size = block_size
+        self.grad_enabled = set()  # torch.is_grad_enabled() at each call
 
     def forward(self, idx):
+        self.grad_enabled.add(torch.is_grad_enabled())
         if idx.shape[1] > self.block_size:
             raise ValueError(f"a context of {idx.shape[1]} tokens exceeds block_size={self.block_size}")
         return self.table[idx]
@@ -966,6 +969,15 @@ def _(fn):
     out = run_beam(fn, TableModel(table, block_size=4), prompt, 3, 125)
     assert_tensor(out, brute_force(table, prompt, 3), atol=0, rtol=0,
                   what="beam_search with a prompt of 7, block_size 4")
+
+
+@beam_search.side_check("no gradients are recorded (the model runs under torch.no_grad)",
+                        states=("Runs without gradients (torch.no_grad)",))
+def _(fn):
+    model = TableModel(2 * randn(4, 4, seed=1035))
+    run_beam(fn, model, [1], 3, 2)
+    if True in model.grad_enabled:
+        raise AssertionError("the model ran with gradients enabled: wrap the search in torch.no_grad()")
 
 
 @beam_search.side_check("ValueError for a batch of 2 prompts, beam_width < 1 and max_new_tokens < 0",
