@@ -19,8 +19,12 @@
 # - the learners' environment COURSE_LEARNER_ENV: the third-party packages only (pyproject.toml's, pinned
 #   by constraints.txt, no course package: a released chapter folder carries what it needs) and a copy of
 #   this folder's Jupyter config for learners' servers, and JupyterLab's Help menu leading to the grading
-#   page (lab_settings.py; unless COURSE_GRADING_SERVICE=off). Rebuilt only when constraints.txt or
-#   pyproject.toml changed.
+#   page (lab_settings.py; unless COURSE_GRADING_SERVICE=off), on the service's own origin when
+#   COURSE_HUB_SUBDOMAIN_HOST is set. Rebuilt only when constraints.txt or pyproject.toml changed.
+#
+# Set COURSE_HUB_SUBDOMAIN_HOST (the hub's address, https://hub.example.org, with wildcard DNS and a wildcard
+# certificate for *.hub.example.org) for the hub and here: without it every learner's server shares the
+# instructor's origin, and a page a learner serves runs with the instructor's session when they open it.
 set -euo pipefail
 
 fail() { echo "setup-class.sh: $*" >&2; exit 1; }
@@ -139,6 +143,10 @@ fi
 chown -R root:root "$LEARNER_ENV"
 chmod -R a+rX,go-w "$LEARNER_ENV"
 for folder in "$(dirname "$LEARNER_ENV")" "$(dirname "$EXCHANGE")"; do chmod a+rx "$folder"; done
+
+[ -n "${COURSE_HUB_SUBDOMAIN_HOST:-}" ] || echo "setup-class.sh: warning: COURSE_HUB_SUBDOMAIN_HOST is not set:" \
+    "every learner's server shares the hub's origin, and a page a learner serves runs with the session of" \
+    "whoever opens it (guides/teaching.md: One origin per server)" >&2
 
 # Checked as a learner (or nobody), a grader and the grading user: what must work, and what must not.
 as_user "$PROBE" "$LEARNER_ENV/bin/python" -c 'import jupyterhub, nbgrader, torch' \
