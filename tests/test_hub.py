@@ -906,6 +906,14 @@ def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(rea
     [refusal] = wait_for(lambda: [e for e in ledger() if e["student"] == forged], 120, "the service to see it")
     assert refusal["status"] == "refused" and "not a learner name" in refusal["reason"], refusal
 
+    # A classmate's submission (another unix user's folder in inbound): the learner cannot rename it away.
+    theirs = inbound / f"{ASSISTANT}+{ON_SUBMIT.assignment}+2026-11-20 11:00:00.000000 UTC+y"
+    theirs.mkdir()
+    shutil.chown(theirs, ASSISTANT, f"{PREFIX}-staff")
+    codes = in_terminal_each(hub.at(f"/user/{PUPIL}"), tokens[PUPIL],
+                             {"rename a classmate's submission": f'mv "{theirs}" "{inbound}/gone"'})
+    assert all(codes.values()) and theirs.is_dir(), f"the learner renamed {theirs.name} away"
+
 
 # A page a learner serves from their own server (Jupyter's static files, from a folder their own config adds:
 # unlike /files/, not sandboxed), which the instructor opens. Each attack reports what it got, or why it got nothing.

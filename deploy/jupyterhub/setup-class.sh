@@ -15,7 +15,8 @@
 #   staff, closed to everyone else (o-rwx); the course directory owned by the grading user, group staff,
 #   closed to everyone else; the hub's state folder (database, cookie secret) root's alone;
 # - nbgrader's exchange: its root sticky (a learner cannot rename or replace the course's folder) and the
-#   course's folder there created by the instructor's user before any learner can;
+#   course's folder there created by the instructor's user before any learner can; its inbound folder
+#   sticky too (nbgrader's 2733 plus 1000: a learner cannot rename a classmate's submission away);
 # - the learners' environment COURSE_LEARNER_ENV: the third-party packages only (pyproject.toml's, pinned
 #   by constraints.txt, no course package: a released chapter folder carries what it needs) and a copy of
 #   this folder's Jupyter config for learners' servers, and JupyterLab's Help menu leading to the grading
@@ -94,12 +95,13 @@ mkdir -p "$STATE"
 chmod 0700 "$STATE"
 
 # nbgrader's exchange. nbgrader wants its root writable by all (it chmods it back to 0777 otherwise, but
-# keeps a sticky bit); the course's folder is the instructor's, made here with nbgrader's own modes.
+# keeps a sticky bit); the course's folder is the instructor's, made here with nbgrader's own modes, and
+# inbound sticky besides: every learner writes there, and without it any of them renames a classmate's folder away.
 mkdir -p "$EXCHANGE/$COURSE_ID"
 chmod 1777 "$EXCHANGE"
 chown "$INSTRUCTOR:$STAFF" "$EXCHANGE/$COURSE_ID"
 chmod 0755 "$EXCHANGE/$COURSE_ID"
-for folder in outbound:0755 inbound:2733 feedback:0711; do
+for folder in outbound:0755 inbound:3733 feedback:0711; do
     mkdir -p "$EXCHANGE/$COURSE_ID/${folder%%:*}"
     chown "$INSTRUCTOR:$STAFF" "$EXCHANGE/$COURSE_ID/${folder%%:*}"
     chmod "${folder##*:}" "$EXCHANGE/$COURSE_ID/${folder%%:*}"
