@@ -19,6 +19,7 @@ from nbgrader.utils import notebook_hash
 from grader.authoring import samples
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool
+from grader.boundary.score import points
 from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
 from grader.classroom.ledger import GRADED, GRADING, HELD, QUEUED, REFUSED, SUPERSEDED, Entry, Ledger, parse_inbound
@@ -242,7 +243,8 @@ def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path,
     wrong = samples.wrong_variants(CHAPTER)[0].exercise
     mine = learner_page(service.ledger, "ada", "/services/grading/")
     [ada] = service.ledger.of("ada")
-    assert "Your submissions, ada" in mine and f"{ada.score:g} / {ada.max_score:g}" in mine and wrong in mine
+    assert "Your submissions, ada" in mine and wrong in mine
+    assert f"{points(ada.score)} / {points(ada.max_score)}" in mine
     assert f"/services/grading/feedback/{ada.key}" in mine
     assert "ben" not in mine and service.ledger.of("ben")[0].key not in mine
     from grader.classroom.timelimit import DEFAULT_SECONDS

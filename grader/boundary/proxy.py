@@ -65,6 +65,7 @@ def wait(conn, seconds: float) -> bool:
     if not getattr(_TURN, "held", False) or conn.poll(0):
         return conn.poll(seconds)
     rng, secret = torch.get_rng_state(), secret_now()
+    secret_back(0)  # no secret outside a turn: the next thread's hidden_inputs saves and restores 0, never ours
     _TURN.held = False
     LOCK.release()
     try:
