@@ -155,9 +155,11 @@ def family(pid: int) -> list[int]:
 
 
 def sandboxes(service: int) -> list[int]:
-    """The grading sandboxes running under a service: its fork server's children."""
-    servers = [pid for pid in family(service) if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-    return [pid for server in servers for pid in family(server)]
+    """The grading sandboxes running under a service: PID 1 of a namespace of their own (grader.boundary.confine)."""
+    def in_a_namespace(pid: int) -> bool:
+        status = Path(f"/proc/{pid}/status").read_text() if Path(f"/proc/{pid}/status").exists() else ""
+        return any(line.startswith("NSpid:") and len(line.split()) > 2 for line in status.splitlines())
+    return [pid for pid in family(service) if in_a_namespace(pid)]
 
 
 def test_a_service_stopped_mid_grading_ends_at_once_and_the_next_service_grades_it(tmp_path):
@@ -185,6 +187,7 @@ def test_a_service_stopped_mid_grading_ends_at_once_and_the_next_service_grades_
         wait_for(lambda: (root / "on-submit" / "service.pid").is_file(), 300, "the service to start")
         submit(exchange, "ada", slow)
         wait_for(lambda: sandboxes(service.pid), 300, "the grading's sandbox")
+        time.sleep(5)  # in its 600 s cell by now
         started = family(service.pid)
         stopped_at = time.monotonic()
         service.send_signal(signal.SIGINT)  # as JupyterHub stops a managed service

@@ -442,7 +442,7 @@ class Service:
                 self.wake.wait(poll)
                 self.wake.clear()
         finally:
-            workers.shutdown(wait=False)  # a grading in flight may take minutes: stopping does not wait for it
+            workers.shutdown(wait=False, cancel_futures=True)  # a grading in flight may take minutes: not waited for
 
     def stop(self) -> None:
         self.stopping.set()
