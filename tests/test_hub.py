@@ -51,7 +51,7 @@ from grader.classroom.ledger import Entry
 from grader.classroom.written import BANNER, written
 from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
 from tests.test_onsubmit import submit
-from tests.test_service_lock import sandboxes
+from tests.test_service_lock import family, sandboxes
 
 DEPLOY = REPO / "deploy" / "jupyterhub"
 BIN = Path(sys.executable).parent
@@ -1009,19 +1009,6 @@ def test_a_hub_killed_and_restarted_keeps_one_service_and_the_learners_servers(r
     assert mine(hub, token) is not None
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process started by `pid`, its children's children too."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children = [int(child) for child in (task / "children").read_text().split()]
-        except OSError:
-            continue
-        for child in children:
-            found += [child, *descendants(child)]
-    return found
-
-
 def running(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -1056,7 +1043,7 @@ def test_stopping_make_hub_stops_what_it_started(tmp_path):
         service = int((course / "on-submit" / "service.pid").read_text())
         wait_for(lambda: sandboxes(service), 300, "the grading service's sandbox")
         time.sleep(5)  # in its 600 s cell by now
-        started = descendants(make.pid)
+        started = family(make.pid)
         names = {Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() for pid in started}
         wanted = ("jupyterhub -f", "configurable-http-proxy", "grader serve", "jupyterhub-singleuser")
         assert all(any(what in name for name in names) for what in wanted), names
