@@ -203,8 +203,14 @@ def cmd_serve(args) -> int:
         service = Service(args.course_dir, args.exchange, pool, timeout=args.timeout, check_owner=args.check_owner)
         serve(service, set(args.instructor), poll=args.poll, port=args.port, hub_alive=hub_alive,
               graders=set(args.grader))
-    forkserver.stop()
+        cut_short = service.abandon()
+    forkserver.stop()  # and with it the sandboxes of the gradings cut short
     os.close(lock)
+    if cut_short:
+        print(f"grading service: stopped while grading {', '.join(cut_short)}; "
+              "graded again when the service next starts", flush=True)
+        sys.stderr.flush()
+        os._exit(0)  # a normal exit would wait for their threads (concurrent.futures joins its workers at exit)
     return 0
 
 

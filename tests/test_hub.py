@@ -50,6 +50,8 @@ from grader.chapters import REPO, find_chapter
 from grader.classroom.ledger import Entry
 from grader.classroom.written import BANNER, written
 from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
+from tests.test_onsubmit import submit
+from tests.test_service_lock import family, sandboxes
 
 DEPLOY = REPO / "deploy" / "jupyterhub"
 BIN = Path(sys.executable).parent
@@ -1146,19 +1148,6 @@ def test_a_hub_killed_and_restarted_keeps_one_service_and_the_learners_servers(r
     assert mine(hub, token) is not None
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process started by `pid`, its children's children too."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children = [int(child) for child in (task / "children").read_text().split()]
-        except OSError:
-            continue
-        for child in children:
-            found += [child, *descendants(child)]
-    return found
-
-
 def running(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -1168,28 +1157,49 @@ def running(pid: int) -> bool:
 
 @pytest.mark.integration
 def test_stopping_make_hub_stops_what_it_started(tmp_path):
-    """`kill` of `make hub` (as a terminal's close or a supervisor sends it): the hub, its proxy, its servers
-    and its grading service all stop; none is left to grade next to the next hub's."""
+    """`kill` of `make hub` (as a terminal's close or a supervisor sends it) while the grading service grades: the
+    hub, its proxy, its servers and its grading service all stop, within seconds and without a traceback; none is
+    left to grade next to the next hub's. The grading cut short stays queued for the next service
+    (tests/test_service_lock.py grades it again)."""
     state, port = tmp_path / "state", free_port()
+    course = state / "home" / "instructor" / "course"
+    course.mkdir(parents=True)
+    (course / "term.toml").write_text('[on_submit]\nchapters = ["02"]\n')
     env = dict(os.environ, HUB_PORT=str(port), HUB_API_PORT=str(free_port()), HUB_PASSWORD="try-out")
+    log = tmp_path / "make.log"
     make = subprocess.Popen(["make", "-o", "hub-setup", "hub", f"HUB_STATE={state}"], cwd=REPO, env=env,
-                            stdout=(tmp_path / "make.log").open("w"), stderr=subprocess.STDOUT)
+                            stdout=log.open("w"), stderr=subprocess.STDOUT)
     started: list[int] = []
     try:
         wait_for(lambda: make.poll() is None and http_ok(f"http://127.0.0.1:{port}/hub/api"), 180,
                  "`make hub`'s hub")
         hub = Hub(f"http://127.0.0.1:{port}", "try-out", state, state / "exchange", state / "home" / "instructor")
         hub.start("learner1", hub.token("learner1"))
-        wait_for(lambda: (state / "home" / "instructor" / "course" / "on-submit" / "service.pid").is_file(), 120,
-                 "the grading service")
-        started = descendants(make.pid)
+        wait_for(lambda: (course / "on-submit" / "service.pid").is_file(), 120, "the grading service")
+        slow = samples.reference(CHAPTER)
+        slow.cells.insert(0, nbformat.v4.new_code_cell("import time\ntime.sleep(600)"))
+        submit(hub.exchange, "learner1", slow)
+        service = int((course / "on-submit" / "service.pid").read_text())
+        wait_for(lambda: sandboxes(service), 300, "the grading service's sandbox")
+        time.sleep(5)  # in its 600 s cell by now
+        started = family(make.pid)
         names = {Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() for pid in started}
         wanted = ("jupyterhub -f", "configurable-http-proxy", "grader serve", "jupyterhub-singleuser")
         assert all(any(what in name for name in names) for what in wanted), names
+        before = log.stat().st_size
+        stopped_at = time.monotonic()
         make.terminate()
-        make.wait(timeout=60)
-        wait_for(lambda: not [pid for pid in started if running(pid)], 60, "everything `make hub` started to stop")
+        make.wait(timeout=120)
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: not [pid for pid in started if running(pid)], 60, "everything `make hub` started to stop")
+        took = time.monotonic() - stopped_at
+        left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in started if running(pid)}
     finally:
         for pid in [make.pid, *started]:
             if running(pid):
                 os.kill(pid, 9)
+    after = log.read_bytes()[before:].decode(errors="replace")
+    print(f"`make hub` stopped in {took:.1f} s")
+    assert not left and took < 20, f"`make hub` took {took:.0f} s to stop, left {left}:\n{after}"
+    assert "Traceback" not in after, after
+    assert "stopped while grading learner1" in after, after

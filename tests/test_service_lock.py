@@ -12,8 +12,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from grader.classroom import servicelock
@@ -136,3 +138,77 @@ def test_a_service_whose_hub_already_ended_does_not_start(tmp_path):
                              timeout=120, env=dict(os.environ, JUPYTERHUB_API_TOKEN="x"))
     assert started.returncode == 1 and f"the hub that started it (pid {gone.pid}) has ended" in started.stderr, started
     os.close(servicelock.hold(tmp_path))  # and it left the lock free
+
+
+def family(pid: int) -> list[int]:
+    """`pid`'s descendants, children first."""
+    found, todo = [], [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
+            try:
+                children = [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
+def sandboxes(service: int) -> list[int]:
+    """The grading sandboxes running under a service: PID 1 of a namespace of their own (grader.boundary.confine)."""
+    def in_a_namespace(pid: int) -> bool:
+        status = Path(f"/proc/{pid}/status").read_text() if Path(f"/proc/{pid}/status").exists() else ""
+        return any(line.startswith("NSpid:") and len(line.split()) > 2 for line in status.splitlines())
+    return [pid for pid in family(service) if in_a_namespace(pid)]
+
+
+def test_a_service_stopped_mid_grading_ends_at_once_and_the_next_service_grades_it(tmp_path):
+    """The hub stops its service with SIGINT (and SIGTERM 10 s later): a service grading a notebook whose cell runs
+    for minutes ends within seconds, quietly, its sandboxes with it; the entry stays at "grading", the next
+    service queues it again and grades it."""
+    from grader.authoring import samples
+    from grader.boundary.confine import Limits
+    from grader.boundary.pool import Pool
+    from grader.classroom.ledger import GRADED, GRADING, QUEUED, Ledger
+    from grader.classroom.onsubmit import SERVICE_RESTARTED, Service
+    from tests.test_onsubmit import CHAPTER, TOTAL, course, submit
+
+    root, exchange = course(tmp_path)
+    env = dict(os.environ, JUPYTERHUB_API_TOKEN=secrets.token_hex(8), COURSE_LEARNERS="ada",
+               JUPYTERHUB_SERVICE_URL=f"http://127.0.0.1:{free_port()}", JUPYTERHUB_SERVICE_PREFIX="/services/grading/")
+    log = tmp_path / "service.log"
+    service = subprocess.Popen([str(BIN / "grader"), "serve", "--course-dir", str(root), "--exchange", str(exchange),
+                                "--no-check-owner", "--timeout", "600"], env=env,
+                               stdout=log.open("w"), stderr=subprocess.STDOUT)
+    slow = samples.reference(CHAPTER)
+    slow.cells.insert(0, nbformat.v4.new_code_cell("import time\ntime.sleep(600)"))
+    started: list[int] = []
+    try:
+        wait_for(lambda: (root / "on-submit" / "service.pid").is_file(), 300, "the service to start")
+        submit(exchange, "ada", slow)
+        wait_for(lambda: sandboxes(service.pid), 300, "the grading's sandbox")
+        time.sleep(5)  # in its 600 s cell by now
+        started = family(service.pid)
+        stopped_at = time.monotonic()
+        service.send_signal(signal.SIGINT)  # as JupyterHub stops a managed service
+        service.wait(timeout=120)
+        took = time.monotonic() - stopped_at
+        wait_for(lambda: not [pid for pid in started if alive(pid)], 10, "the service's processes to end")
+    finally:
+        for pid in [service.pid, *started]:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    output = log.read_text()
+    print(f"the service stopped in {took:.1f} s")
+    assert took < 15, f"the service took {took:.0f} s to stop:\n{output}"
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+    assert "stopped while grading ada" in output, output
+    assert [e.status for e in Ledger(root).of("ada")] == [GRADING]  # nothing recorded of the cut-short grading
+
+    with Pool(jobs=1, timeout=5, limits=Limits()) as pool:  # the next service: the slow cell stopped at 5 s
+        pool.start()
+        restarted = Service(root, exchange, pool)
+        [entry] = restarted.ledger.of("ada")
+        assert entry.status == QUEUED and entry.reason == SERVICE_RESTARTED and entry.tries == 1, entry
+        [entry] = restarted.step()
+    assert entry.status == GRADED and entry.score == TOTAL, entry

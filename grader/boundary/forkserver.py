@@ -9,11 +9,13 @@ runs `run_child`, the child's entry point (grader.boundary.child.run).
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import threading
 from multiprocessing import forkserver
+from pathlib import Path
 
 CHILD = "grader.boundary.child"  # the child's side: confine, run the cells, serve the checks' calls
 PRELOAD = [CHILD]  # what the fork server imports once
@@ -71,16 +73,30 @@ def start() -> None:
 
 def stop() -> None:
     """Stop the fork server at once, for a command that has finished grading: left to exit by itself
-    it spends a second or more tearing torch down, holding the caller's stdout and stderr open."""
+    it spends a second or more tearing torch down, holding the caller's stdout and stderr open. A
+    grading service that stops mid-grading: the children it forked, which outlive it, are killed too
+    (each one's sandbox dies with it, grader.boundary.confine)."""
     server = forkserver._forkserver
     pid = getattr(server, "_forkserver_pid", None)
     if pid is None:
         return
     try:
+        os.kill(pid, signal.SIGSTOP)  # it forks no child between the listing and the kill
+        for child in _children(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     server._stop()  # closes its pipe, reaps it and forgets it: a later pool starts a fresh one
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
 
 
 def run_child(*args) -> None:

@@ -429,7 +429,8 @@ class Service:
     def serve(self, poll: float = 1.0) -> None:
         """Grade until stopped (stop()): every `poll` seconds, new submissions go to the workers that are free;
         a dispatch that fails is logged and the next one goes on."""
-        with ThreadPoolExecutor(self.workers, thread_name_prefix="grading") as workers:
+        workers = ThreadPoolExecutor(self.workers, thread_name_prefix="grading")
+        try:
             while not self.stopping.is_set():
                 try:
                     with self.flight:
@@ -440,10 +441,20 @@ class Service:
                     print(f"grading service: {type(err).__name__}: {err}", flush=True)
                 self.wake.wait(poll)
                 self.wake.clear()
+        finally:
+            workers.shutdown(wait=False, cancel_futures=True)  # a grading in flight may take minutes: not waited for
 
     def stop(self) -> None:
         self.stopping.set()
         self.wake.set()
+
+    def abandon(self) -> list[str]:
+        """For a service about to end with gradings in flight: the ledger's lock held from now on, so that none
+        of them records anything (a sandbox killed under it must not read as a failed attempt); their entries stay
+        at "grading" and the next service grades them again (SERVICE_RESTARTED). The learners cut short."""
+        self.ledger.lock.acquire()  # never released: the process ends next
+        with self.flight:
+            return sorted(self.in_flight)
 
 
 def _iso(timestamp: float) -> str:

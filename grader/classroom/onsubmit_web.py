@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 from urllib.parse import urlparse
 
@@ -260,11 +261,13 @@ def serve(service, instructors: set[str], poll: float = 1.0, port: int | None = 
     pid.write_text(f"{os.getpid()}\n")
     print(f"grading service: {service.course_dir}, exchange {service.exchange}, on port {port} at {prefix}",
           flush=True)
+    loop = ioloop.IOLoop.current()
     if hub_alive:
-        loop = ioloop.IOLoop.current()
         ioloop.PeriodicCallback(lambda: hub_alive() or loop.stop(), 2000).start()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # the hub's stop (SIGINT, then SIGTERM): a plain end, no traceback
+        loop.asyncio_loop.add_signal_handler(sig, loop.stop)
     try:
-        ioloop.IOLoop.current().start()
+        loop.start()
     finally:
         service.stop()
-        worker.join(timeout=60)
+        worker.join(timeout=10)  # its dispatch round; gradings in flight are not waited for (Service.abandon)
