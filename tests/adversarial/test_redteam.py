@@ -1,0 +1,97 @@
+"""Red team (issue: break the doors of DESIGN.md invariants 7-11 as a learner or a grader would). Each test
+asserts a door holds; a test marked xfail(strict) is a door found open (the report names the code at fault)."""
+from __future__ import annotations
+
+import copy
+import re
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from grader.chapters import find_chapter
+from grader.classroom.identity import NotALearner, admit_student
+from grader.classroom.total import chapter_total
+
+CHAPTER = find_chapter("02")
+
+
+@pytest.mark.parametrize("name", ["alice\n", "../alice", "<b>x</b>", "\u0430lice", "alice\u200b", "-x", ".x",
+                                  "a" * 101, "alice bob", "alice/../bob", "ａlice"])
+def test_the_gate_refuses_names_that_are_markup_paths_or_look_alikes(name, monkeypatch):
+    monkeypatch.delenv("COURSE_LEARNERS", raising=False)
+    with pytest.raises(NotALearner):
+        admit_student(name)
+
+
+def test_the_gate_refuses_a_case_variant_of_a_member(monkeypatch):
+    monkeypatch.setenv("COURSE_LEARNERS", "alice,bob")
+    for name in ("Alice", "ALICE", "alice.", "bob@"):
+        with pytest.raises(NotALearner):
+            admit_student(name)
+
+
+def _total(course, student):
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return chapter_total(gb, student, CHAPTER.assignment)
+
+
+def _score(total, name):
+    return next(p.score for p in total.parts if p.name == name)
+
+
+@pytest.mark.xfail(strict=True, reason="red team: regrade points follow new code hidden in a cell whose "
+                                       "metadata the learner marked as a hidden test (code_digest skips it)")
+def test_regrade_points_do_not_follow_code_in_a_cell_the_learner_marked_as_a_test(tmp_path):
+    """Attack: after a request gave full points to a failing check, the learner resubmits their code with a
+    new cell that breaks the exercise, its metadata forged as a hidden-test cell (grade: true, no solution).
+    handgrades.code_digest leaves such cells out, so the code 'judged' looks unchanged and the points stay."""
+    from grader.authoring import samples
+    from grader.classroom.grading import autograde_class
+    from grader.classroom.requests import hand_score
+    from grader.classroom.total import AUTOMATIC
+
+    inbox, course = tmp_path / "inbox", tmp_path / "course"
+    wrong = samples.partly_wrong(CHAPTER, mistakes=1)
+    (inbox / "ada").mkdir(parents=True)
+    nbformat.write(wrong, inbox / "ada" / CHAPTER.notebook_name)
+    autograde_class(inbox, course, jobs=1, timeout=60, chapters=[CHAPTER], progress=False)
+    check = next(p for p in _total(course, "ada").parts if p.state == AUTOMATIC and p.score < p.max_score)
+    hand_score(course, "ada", CHAPTER.assignment, check.name, check.max_score, request="r-ada")
+    exercise = samples.wrong_variants(CHAPTER)[0].exercise
+    forged = copy.deepcopy(wrong)
+    at = next(i for i, c in enumerate(forged.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == exercise)
+    names = re.findall(r"^def (\w+)", forged.cells[at].source, re.M)
+    hidden = nbformat.v4.new_code_cell("".join(f"{n} = None  # other code, never judged\n" for n in names))
+    hidden.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": False, "points": 0,
+                                   "grade_id": "redteam_hidden", "schema_version": 3}
+    forged.cells.insert(at + 1, hidden)
+    nbformat.write(forged, inbox / "ada" / CHAPTER.notebook_name)
+    autograde_class(inbox, course, jobs=1, timeout=60, chapters=[CHAPTER], progress=False)
+    after = _total(course, "ada")
+    print({p.name: p.score for p in after.parts})
+    assert _score(after, check.name) < check.max_score
+
+
+@pytest.mark.xfail(strict=True, reason="red team: a TA's class page shows an accommodation's due date (its term) "
+                                       "in the Extensions section, merge_due put it there")
+def test_a_graders_class_page_shows_no_term_of_an_accommodation(tmp_path, monkeypatch):
+    """Attack (staff least privilege): a teaching assistant opens the class page and reads the whole page, not
+    only the Accommodations section. learner7's accommodation gives due = 2026-12-01T23:59; a TA must not see it."""
+    import urllib.request
+
+    from jupyterhub.services.auth import HubOAuth
+
+    from grader.classroom import onsubmit_web
+    from tests.adversarial.test_pages import Service
+    from tests.test_accommodations import TERM
+    from tests.test_browser import serving
+
+    monkeypatch.setenv("COURSE_LEARNERS", "learner7,ada,bea")
+    monkeypatch.setattr(onsubmit_web.Page, "get_current_user", lambda self: {"name": "ta"})
+    svc = Service(tmp_path, TERM)
+    app = onsubmit_web.application(svc, {"prof"}, {"ta"}, HubOAuth(api_token="test", cache_max_age=60), "/")
+    with serving(app) as url, urllib.request.urlopen(f"{url}/class", timeout=10) as reply:
+        page = reply.read().decode()
+    assert "its terms are the instructor's" in page  # the TA view: terms hidden in their own section
+    assert "2026-12-01" not in page, page[page.find("2026-12-01") - 200:][:300]
