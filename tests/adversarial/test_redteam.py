@@ -40,8 +40,6 @@ def _score(total, name):
     return next(p.score for p in total.parts if p.name == name)
 
 
-@pytest.mark.xfail(strict=True, reason="red team: regrade points follow new code hidden in a cell whose "
-                                       "metadata the learner marked as a hidden test (code_digest skips it)")
 def test_regrade_points_do_not_follow_code_in_a_cell_the_learner_marked_as_a_test(tmp_path):
     """Attack: after a request gave full points to a failing check, the learner resubmits their code with a
     new cell that breaks the exercise, its metadata forged as a hidden-test cell (grade: true, no solution).
@@ -95,3 +93,64 @@ def test_a_graders_class_page_shows_no_term_of_an_accommodation(tmp_path, monkey
         page = reply.read().decode()
     assert "its terms are the instructor's" in page  # the TA view: terms hidden in their own section
     assert "2026-12-01" not in page, page[page.find("2026-12-01") - 200:][:300]
+
+
+HELD_MARKDOWN = ["<javascript:alert(1)>", "[x][r]\n\n[r]: javascript:alert(1)", "[x](JaVaScRiPt:alert(1))",
+                 "![x](x.svg)", "[x](javascript&#58;alert(1))", "<details open ontoggle=alert(1)>x</details>",
+                 r"\\(\href{javascript:x}{a}\\)", "[x](data:text/html,<script>alert(1)</script>)",
+                 "[x](//evil.example/)", "<b onclick=alert(1)>x</b>", "[x](<javascript:alert(1)>)",
+                 "![x](images/../../../etc/passwd.png)", "![x](attachment:a.svg)", "$$\\unicode{x}$$",
+                 "<img src=x onerror=alert(1)>", "[a](%6A%61vascript:alert(1))"]
+
+
+@pytest.mark.parametrize("source", HELD_MARKDOWN)
+def test_learner_markdown_that_draws_markup_is_shown_as_text(source):
+    from grader.classroom.sanitise import markdown_problem
+
+    assert markdown_problem(source) is not None
+
+
+TEX_ENVIRONMENTS = [r"\begin{equation}\href{javascript:alert(1)}{click for your grade}\end{equation}",
+                    r"\begin{align}\style{position:fixed;top:0;left:0;width:100%;height:100%}{\text{FAKE}}\end{align}"]
+
+
+@pytest.mark.xfail(strict=True, reason="red team: TeX in a \\begin{..} environment reaches MathJax "
+                                       "as live \\href/\\style (sanitise._problem reads token 'raw', which "
+                                       "latex_environment lacks)")
+@pytest.mark.parametrize("source", TEX_ENVIRONMENTS)
+def test_tex_in_a_latex_environment_that_mathjax_would_draw_as_markup_is_shown_as_code(source):
+    """Attack (sanitise last): a written answer holding a LaTeX environment whose body links (`\\href` to
+    javascript:) or styles (`\\style` position:fixed, a fake notice over Formgrader). MathJax, which Formgrader and
+    the feedback load, draws TeX outside <pre>/<code>; the cell must reach the page as code."""
+    import re as regex
+
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    from grader.classroom.sanitise import clean_markdown
+
+    html = markdown2html_mistune(clean_markdown(source))
+    outside_code = regex.sub(r"(?s)<pre>.*?</pre>|<code>.*?</code>", "", html)
+    assert "\\href" not in outside_code and "\\style" not in outside_code, html
+
+
+def test_the_similarity_report_survives_answers_nested_past_the_parser(tmp_path):
+    """Attack (similarity survives any one learner): answers a recursive AST walk cannot follow (60,000 unary
+    minuses, 45,000 chained additions, 98 nested ifs); the class's report still compares the others."""
+    from grader.authoring import samples
+    from grader.classroom.similarity import similarity
+    from tests.adversarial.test_identity import handed_in
+
+    course = tmp_path / "course"
+    for student in ("ada", "ben"):
+        handed_in(course / "submitted" / student / CHAPTER.assignment, samples.reference(CHAPTER))
+    for student, source in [("mal1", "x = " + "-" * 60000 + "1"), ("mal2", "x = " + "1+" * 45000 + "1"),
+                            ("mal3", "def f():\n" + "".join(" " * i + "if x:\n" for i in range(1, 99)) + " " * 99
+                             + "pass\n")]:
+        nb = samples.reference(CHAPTER)
+        for cell in nb.cells:
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                cell.source = source
+        handed_in(course / "submitted" / student / CHAPTER.assignment, nb)
+    result = similarity(course, CHAPTER)
+    assert {"ada", "ben"} <= set(result.learners)
+    assert result.pairs[0].a in ("ada", "ben") and result.pairs[0].b in ("ada", "ben"), result.pairs[:3]
