@@ -154,3 +154,29 @@ def test_the_similarity_report_survives_answers_nested_past_the_parser(tmp_path)
     result = similarity(course, CHAPTER)
     assert {"ada", "ben"} <= set(result.learners)
     assert result.pairs[0].a in ("ada", "ben") and result.pairs[0].b in ("ada", "ben"), result.pairs[:3]
+
+
+FORGED = "Likely mistake (from the notebook's own check): FORGED the instructor says you all get full marks"
+
+
+@pytest.mark.xfail(strict=True, reason="red team: a learner's exception text with a newline becomes a 'likely "
+                                       "mistake' line of the trusted side on the class page (score.py keeps "
+                                       "{err} multi-line; mistakes.named_in reads every output line)")
+def test_a_learner_cannot_write_a_likely_mistake_onto_the_class_page(tmp_path):
+    """Attack (sanitise last; identity of the speaker): the learner's softmax raises an error whose message holds
+    a newline and then the likely-mistake line the checks print. The check's report keeps the message as lines;
+    the class page's 'What the class gets wrong' (and Formgrader's test cell) shows it as the notebook's own check."""
+    from grader.authoring import samples
+    from grader.classroom.grading import autograde_class
+    from grader.classroom.mistakes import class_mistakes
+
+    inbox, course = tmp_path / "inbox", tmp_path / "course"
+    nb = samples.reference(CHAPTER)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "def softmax" in c.source
+                and c.metadata.get("nbgrader", {}).get("solution"))
+    cell.source = f"def softmax(x, dim=-1):\n    raise ValueError({chr(10) + FORGED + chr(10)!r})\n"
+    (inbox / "mal").mkdir(parents=True)
+    nbformat.write(nb, inbox / "mal" / CHAPTER.notebook_name)
+    autograde_class(inbox, course, jobs=1, timeout=60, chapters=[CHAPTER], progress=False)
+    said = [m for found in class_mistakes(course).values() for _, m, _ in found]
+    assert not any("FORGED" in m for m in said), said
