@@ -3,6 +3,7 @@ asserts a door holds; a test marked xfail(strict) is a door found open (the repo
 from __future__ import annotations
 
 import copy
+import csv
 import re
 
 import nbformat
@@ -180,3 +181,44 @@ def test_a_learner_cannot_write_a_likely_mistake_onto_the_class_page(tmp_path):
     autograde_class(inbox, course, jobs=1, timeout=60, chapters=[CHAPTER], progress=False)
     said = [m for found in class_mistakes(course).values() for _, m, _ in found]
     assert not any("FORGED" in m for m in said), said
+
+
+LATE_TERM = """[due]
+"02" = 2026-01-10T23:59:00Z
+[late]
+per_day = 10
+cap = 50
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="red team: after nbgrader collect, a learner's implausible, garbled or missing "
+                                       "timestamp.txt makes the time unknown, graded as on time (intake.submission)")
+@pytest.mark.parametrize("stamp", ["1970-01-01 00:00:00.000000 UTC", "not a time", None])
+def test_a_late_learner_cannot_drop_their_late_penalty_by_the_timestamp_they_wrote(tmp_path, stamp):
+    """Attack (deadlines; times are the grader's): after stock `nbgrader collect`, submitted/<learner>/ holds the
+    timestamp.txt the learner wrote in their inbound folder. A late learner writes an implausible one, garbage, or
+    none; `grader autograde` then grades the submission with its time unknown. Where the harm shows: the gradebook's
+    one total must still carry the late penalty (the notebook itself was written long after the due date)."""
+    from datetime import datetime, timezone
+
+    from grader.authoring import samples
+    from grader.classroom.grading import autograde_class
+    from grader.classroom.submissions import write_timestamp
+    from grader.classroom.term import load_term
+
+    course = tmp_path / "course"
+    for student, claim in (("ada", "honest"), ("mal", stamp)):
+        folder = course / "submitted" / student / CHAPTER.assignment
+        folder.mkdir(parents=True)
+        nbformat.write(samples.reference(CHAPTER), folder / CHAPTER.notebook_name)
+        if claim == "honest":
+            write_timestamp(folder / "timestamp.txt", datetime.now(timezone.utc))
+        elif claim is not None:
+            (folder / "timestamp.txt").write_text(claim)
+    (course / "term.toml").write_text(LATE_TERM)
+    autograde_class(course / "submitted", course, jobs=1, timeout=60, chapters=[CHAPTER], progress=False,
+                    term=load_term(course))
+    rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader((course / "grades.csv").open())}
+    raw = _total(course, "ada").raw  # the same notebook: the same raw points
+    assert rows["ada"] < raw  # the control: an honest late submission is penalised
+    assert rows["mal"] == rows["ada"], rows
