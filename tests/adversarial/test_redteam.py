@@ -222,3 +222,22 @@ def test_a_late_learner_cannot_drop_their_late_penalty_by_the_timestamp_they_wro
     raw = _total(course, "ada").raw  # the same notebook: the same raw points
     assert rows["ada"] < raw  # the control: an honest late submission is penalised
     assert rows["mal"] == rows["ada"], rows
+
+
+@pytest.mark.xfail(strict=True, reason="red team: handgrades.digest drops trailing spaces, which are code inside "
+                                       "a string literal: regrade points follow code that behaves otherwise")
+def test_regrade_points_are_bound_to_code_that_differs_only_in_a_strings_trailing_spaces():
+    """Attack (regrade points belong to the code they judged): two attempts whose code computes different values
+    (a separator with and without its trailing space, inside a triple-quoted string) hash alike, so points given
+    for the first stay with the second (bind_points compares code_digest)."""
+    from grader.classroom.handgrades import code_digest
+
+    def attempt(separator_line: str):
+        return [nbformat.v4.new_code_cell(f'SEP = """{separator_line}\n"""\ndef join(a, b):\n    return a + SEP + b')]
+
+    judged, other = attempt("a"), attempt("a   ")
+    namespace_a, namespace_b = {}, {}
+    exec(judged[0].source, namespace_a)
+    exec(other[0].source, namespace_b)
+    assert namespace_a["join"]("x", "y") != namespace_b["join"]("x", "y")  # the code differs in what it does
+    assert code_digest(judged) != code_digest(other)
