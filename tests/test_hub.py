@@ -67,14 +67,25 @@ class Hub:
     state: Path
     exchange: Path
     course: Path
+    subdomains: bool = False  # COURSE_HUB_SUBDOMAIN_HOST: each server and service on its own origin
 
     def home(self, user: str) -> Path:
         return self.state / "home" / user
 
+    def at(self, path: str) -> str:
+        """The address of the hub's `path`: /user/<name>/… and /services/<name>/… on their own origins
+        (<name>.<hub's host>, <name>--service.<hub's host>, as JupyterHub names them) when the hub has them."""
+        found = re.match(r"/(user|services)/([^/]+)", path) if self.subdomains else None
+        if not found:
+            return self.url + path
+        scheme, host = self.url.split("://")
+        return f"{scheme}://{found[2]}{'--service' if found[1] == 'services' else ''}.{host}{path}"
+
     def api(self, method: str, path: str, token: str | None = None, body=None, raw: bool = False):
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
         headers = {"Content-Type": "application/json", **({"Authorization": f"token {token}"} if token else {})}
-        request = urllib.request.Request(self.url + path, method=method, data=data, headers=headers)
+        url, host = on_loopback(self.at(path))
+        request = urllib.request.Request(url, method=method, data=data, headers={**headers, **host})
         with urllib.request.urlopen(request, timeout=180) as reply:
             text = reply.read()
         return text if raw else (json.loads(text) if text else None)
@@ -100,18 +111,29 @@ class Hub:
 
     def instructor(self, token: str, command: str) -> str:
         """A command as the instructor types it in a terminal of their server (a login shell)."""
-        return run_in_terminal(f"{self.url}/user/instructor", token, command)
+        return run_in_terminal(self.at("/user/instructor"), token, command)
+
+
+def on_loopback(url: str) -> tuple[str, dict]:
+    """`url` to open from Python, and the Host header it needs: Chromium takes every *.localhost name for
+    127.0.0.1 (a real class's per-user origins in the tests), this machine's resolver does not."""
+    parts = urllib.parse.urlsplit(url)
+    if not (parts.hostname or "").endswith(".localhost"):
+        return url, {}
+    return parts._replace(netloc=f"127.0.0.1:{parts.port}").geturl(), {"Host": parts.netloc}
 
 
 def run_in_terminal(server: str, token: str, command: str, timeout: float = 900) -> str:
     """`command` typed into a new terminal of the Jupyter server at `server`; what the terminal showed.
     Fails unless the command exits 0."""
     auth = {"Authorization": f"token {token}"}
-    request = urllib.request.Request(f"{server}/api/terminals", method="POST", headers=auth, data=b"")
+    server, host = on_loopback(server)
+    request = urllib.request.Request(f"{server}/api/terminals", method="POST", headers={**auth, **host}, data=b"")
     with urllib.request.urlopen(request, timeout=60) as reply:
         name = json.loads(reply.read())["name"]
+    named = {"host": host["Host"], "origin": f"http://{host['Host']}"} if host else {}
     ws = websocket.create_connection(f"ws{server.removeprefix('http')}/terminals/websocket/{name}",
-                                     header=[f"{k}: {v}" for k, v in auth.items()], timeout=timeout)
+                                     header=[f"{k}: {v}" for k, v in auth.items()], timeout=timeout, **named)
     marker, shown = secrets.token_hex(4), ""
     ws.send(json.dumps(["stdin", f"{command}; echo {marker}-$?-end\r"]))  # the echoed line shows `$?`, not digits
     deadline = time.monotonic() + timeout
@@ -119,8 +141,8 @@ def run_in_terminal(server: str, token: str, command: str, timeout: float = 900)
         kind, *content = json.loads(ws.recv())
         shown += content[0] if kind == "stdout" else ""
     ws.close()
-    urllib.request.urlopen(urllib.request.Request(f"{server}/api/terminals/{name}", method="DELETE", headers=auth),
-                           timeout=60)
+    urllib.request.urlopen(urllib.request.Request(f"{server}/api/terminals/{name}", method="DELETE",
+                                                  headers={**auth, **host}), timeout=60)
     assert done and done[1] == "0", f"{command} failed in the terminal:\n{shown}"
     return shown
 
@@ -205,6 +227,27 @@ def load_hub_config(tmp_path, monkeypatch, **settings):
     hub = {"get_config": Config, "__file__": str(config)}
     exec(compile(config.read_text(), str(config), "exec"), hub)
     return hub["c"]
+
+
+def test_a_subdomain_host_gives_each_server_and_the_grading_page_an_origin(tmp_path, monkeypatch):
+    """COURSE_HUB_SUBDOMAIN_HOST turns on JupyterHub's subdomain_host, and the learners' Help menu then leads to
+    the grading service's own origin; without it (the try-out) the hub keeps one origin. Chromium tries both:
+    test_a_page_a_learner_serves_cannot_act_as_the_instructor_who_opens_it."""
+    import runpy
+
+    settings = runpy.run_path(str(DEPLOY / "lab_settings.py"))
+    assert settings["grading_url"]("") == "/services/grading/"
+    assert settings["grading_url"]("https://hub.example.org:8443/") == \
+        "https://grading--service.hub.example.org:8443/services/grading/"
+    for wrong in ("hub.example.org", "https://hub.example.org/prefix", "javascript://x"):
+        with pytest.raises(ValueError, match="COURSE_HUB_SUBDOMAIN_HOST"):
+            settings["grading_url"](wrong)
+    assert "subdomain_host" not in load_hub_config(tmp_path / "one", monkeypatch).JupyterHub
+    config = load_hub_config(tmp_path / "own", monkeypatch, COURSE_HUB_SUBDOMAIN_HOST="https://hub.example.org")
+    assert config.JupyterHub.subdomain_host == "https://hub.example.org"
+    [item] = json.loads((tmp_path / "own" / "state" / "learner-lab-settings" / "overrides.json").read_text())[
+        settings["PLUGIN"]]["menus"][0]["items"]
+    assert item["args"]["url"] == "https://grading--service.hub.example.org/services/grading/"
 
 
 def test_graders_get_the_shared_formgrader_and_no_admin(tmp_path, monkeypatch):
@@ -516,13 +559,13 @@ ON_SUBMIT = find_chapter("03")  # chapter 02 is the instructor's batch above; 03
 SERVICE = "/services/grading/"
 
 
-def login(page: Page, hub: Hub, user: str) -> None:
+def login(page: Page, hub: Hub, user: str, ready: str = "!!(window.jupyterapp && window.jupyterapp.commands)") -> None:
     page.send("Page.navigate", url=f"{hub.url}/hub/login")
     wait_for(lambda: page.js("!!document.querySelector('#username_input')"), 60, "the hub's login page")
     page.js(f"document.querySelector('#username_input').value = '{user}';"
             f"document.querySelector('#password_input').value = '{hub.password}';"
             "document.querySelector('#login_submit').click()")
-    wait_for(lambda: page.js("!!(window.jupyterapp && window.jupyterapp.commands)"), 180, f"{user}'s JupyterLab")
+    wait_for(lambda: page.js(ready), 180, f"{user}'s JupyterLab")
 
 
 def ledger_rows(hub: Hub, student: str) -> list[dict]:
@@ -743,11 +786,13 @@ def real_class():
                COURSE_GRADERS=ASSISTANT, COURSE_GRADER_GROUP=f"{PREFIX}-graders",
                COURSE_EXCHANGE_ROOT=str(base / "exchange"), COURSE_HUB_STATE=str(base / "state"),
                COURSE_LEARNER_ENV=str(LEARNERS_ENV), COURSE_HUB_PORT=str(port), COURSE_HUB_API_PORT=str(free_port()),
-               COURSE_HUB_SPAWNER="local", COURSE_HUB_AUTHENTICATOR="dummy", COURSE_HUB_PASSWORD=password)
+               COURSE_HUB_SPAWNER="local", COURSE_HUB_AUTHENTICATOR="dummy", COURSE_HUB_PASSWORD=password,
+               # an origin per server: <user>.localhost, which Chromium takes for 127.0.0.1
+               COURSE_HUB_SUBDOMAIN_HOST=f"http://localhost:{port}")
     group = REPO.stat().st_gid
     remove_class_users()  # an interrupted run's: their homes would not be this run's
-    the_class = RealClass(Hub(f"http://127.0.0.1:{port}", password, base / "state", base / "exchange",
-                              base / "home" / TEACHER / "course"), env, base)
+    the_class = RealClass(Hub(f"http://localhost:{port}", password, base / "state", base / "exchange",
+                              base / "home" / TEACHER / "course", subdomains=True), env, base)
     try:
         subprocess.run([*course_python_opened(), "bash", str(SETUP)], env=env, check=True, timeout=1800)
         the_class.start_hub()
@@ -801,7 +846,7 @@ def release_on_submit(real_class: RealClass, tokens: dict[str, str]) -> None:
     (course / "term.toml").write_text(f'[on_submit]\nchapters = ["{ON_SUBMIT.number}"]\n')
     shutil.chown(course / "term.toml", TEACHER, f"{PREFIX}-staff")
     hub.start(TEACHER, tokens[TEACHER])
-    run_in_terminal(f"{hub.url}/user/{TEACHER}", tokens[TEACHER],
+    run_in_terminal(hub.at(f"/user/{TEACHER}"), tokens[TEACHER],
                     f"grader release {ON_SUBMIT.number} --course-dir {course} && cd {course} && "
                     f"nbgrader release_assignment {ON_SUBMIT.assignment}")
     hub.start(PUPIL, tokens[PUPIL])
@@ -827,10 +872,10 @@ def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(rea
     release_on_submit(real_class, tokens)
 
     # The learner, in a terminal of their own server: every way to the answers, hidden tests and grader fails.
-    codes = in_terminal_each(f"{hub.url}/user/{PUPIL}", tokens[PUPIL], learner_attacks(course))
+    codes = in_terminal_each(hub.at(f"/user/{PUPIL}"), tokens[PUPIL], learner_attacks(course))
     assert all(codes.values()), f"these worked for a learner: {[name for name, code in codes.items() if not code]}"
     # (the same terminal runs the chapter's own code: the learners' environment has what it needs)
-    run_in_terminal(f"{hub.url}/user/{PUPIL}", tokens[PUPIL],
+    run_in_terminal(hub.at(f"/user/{PUPIL}"), tokens[PUPIL],
                     f"cd ~/{ON_SUBMIT.assignment} && python -c 'import torch, course.checks, course.toolkit'")
 
     # Grading on submit still works for them.
@@ -843,11 +888,11 @@ def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(rea
     # and grades submitted/. Before the identity gate, that name became a gradebook student (and script on
     # Formgrader's grading page). The service, which reads the exchange, refuses it as well.
     inbound, forged = hub.exchange / COURSE_ID / "inbound", "<img src=x onerror=alert(document.cookie)>"
-    run_in_terminal(f"{hub.url}/user/{PUPIL}", tokens[PUPIL],
+    run_in_terminal(hub.at(f"/user/{PUPIL}"), tokens[PUPIL],
                     f'd="{inbound}/{forged}+{ON_SUBMIT.assignment}+2026-11-20 10:00:00.000000 UTC+x" && mkdir "$d" '
                     f'&& cp ~/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name} "$d/" '
                     f'&& echo "2026-11-20 10:00:00.000000 UTC" > "$d/timestamp.txt"')
-    shown = run_in_terminal(f"{hub.url}/user/{TEACHER}", tokens[TEACHER],
+    shown = run_in_terminal(hub.at(f"/user/{TEACHER}"), tokens[TEACHER],
                             f"cd {course} && nbgrader collect {ON_SUBMIT.assignment} && "
                             f"grader autograde {course}/submitted --course-dir {course} --quiet")
     assert "not a learner name the grader accepts" in shown, shown
@@ -860,6 +905,99 @@ def test_a_learner_in_a_real_class_reaches_no_answer_and_is_graded_on_submit(rea
             return [json.loads(row[0]) for row in db.execute("SELECT data FROM entries")]
     [refusal] = wait_for(lambda: [e for e in ledger() if e["student"] == forged], 120, "the service to see it")
     assert refusal["status"] == "refused" and "not a learner name" in refusal["reason"], refusal
+
+    # A classmate's submission (another unix user's folder in inbound): the learner cannot rename it away.
+    theirs = inbound / f"{ASSISTANT}+{ON_SUBMIT.assignment}+2026-11-20 11:00:00.000000 UTC+y"
+    theirs.mkdir()
+    shutil.chown(theirs, ASSISTANT, f"{PREFIX}-staff")
+    codes = in_terminal_each(hub.at(f"/user/{PUPIL}"), tokens[PUPIL],
+                             {"rename a classmate's submission": f'mv "{theirs}" "{inbound}/gone"'})
+    assert all(codes.values()) and theirs.is_dir(), f"the learner renamed {theirs.name} away"
+
+
+# A page a learner serves from their own server (Jupyter's static files, from a folder their own config adds:
+# unlike /files/, not sandboxed), which the instructor opens. Each attack reports what it got, or why it got nothing.
+ORIGIN_ATTACKS = """<!doctype html><title>my project</title><script>
+const at = %s, attacks = {};
+async function read(url) {  // a same-origin read needs no XSRF token: the hub and Jupyter let it through
+  const reply = await fetch(url, {credentials: "include", mode: "no-cors"});
+  if (reply.type === "opaque") throw new Error("another origin: nothing readable");
+  return reply.status + " " + await reply.text();
+}
+async function attempt(name, run) {
+  try { attacks[name] = await run(); } catch (err) { attacks[name] = "refused: " + err; }
+}
+(async () => {
+  await attempt("list the hub's users", () => read(at.users));
+  await attempt("make a token of the instructor's", async () => {
+    const xsrf = (await read(at.tokenPage)).match(/xsrf_token: *"([^"]+)"/)[1];
+    const reply = await fetch(at.tokens, {method: "POST", credentials: "include", body: '{"note": "project"}',
+      headers: {"X-XSRFToken": xsrf, "Content-Type": "application/json"}});
+    return reply.status + " " + await reply.text();
+  });
+  await attempt("read the instructor's term.toml", () => read(at.term));
+  await attempt("read the grading service's class page", () => read(at.classPage));
+  await attempt("write a file in the instructor's server", async () => {  // with the token made above
+    const token = JSON.parse(attacks["make a token of the instructor's"].slice(4)).token;
+    const reply = await fetch(at.written, {method: "PUT", headers: {Authorization: "token " + token},
+      body: JSON.stringify({type: "file", format: "text", content: "a learner was here"})});
+    return reply.status + " " + await reply.text();
+  });
+  window.attacks = attacks;
+})();
+</script>"""
+
+
+def worked(attacks: dict[str, str]) -> list[str]:
+    """The attacks of ORIGIN_ATTACKS that got what they went for."""
+    proof = {"list the hub's users": f'"{PUPIL}"', "make a token of the instructor's": '"token"',
+             "read the instructor's term.toml": "on_submit",
+             "read the grading service's class page": "Regrade requests",
+             "write a file in the instructor's server": '"from-a-learner.txt"'}
+    assert set(attacks) == set(proof), attacks  # every attack ran
+    return [name for name, found in attacks.items() if proof[name] in found]
+
+
+@pytest.mark.integration
+def test_a_page_a_learner_serves_cannot_act_as_the_instructor_who_opens_it(real_class, browser):
+    """Each server on its own origin (COURSE_HUB_SUBDOMAIN_HOST): a learner's page, opened by the instructor in
+    Chromium, can neither read nor act through the hub, the instructor's server or the grading service."""
+    hub, course = real_class.hub, real_class.course
+    tokens = {user: hub.token(user) for user in (TEACHER, PUPIL)}
+    (course / "term.toml").write_text(f'[on_submit]\nchapters = ["{ON_SUBMIT.number}"]\n')
+    shutil.chown(course / "term.toml", TEACHER, f"{PREFIX}-staff")
+    hub.start(TEACHER, tokens[TEACHER])
+    hub.start(PUPIL, tokens[PUPIL])
+    # The learner serves a page of their own: a folder of static files in their server's config, then a restart.
+    at = {"users": "/hub/api/users", "tokenPage": "/hub/token", "tokens": f"/hub/api/users/{TEACHER}/tokens",
+          "term": f"/user/{TEACHER}/api/contents/course/term.toml", "classPage": f"{SERVICE}class",
+          "written": f"/user/{TEACHER}/api/contents/from-a-learner.txt"}
+    page_html = ORIGIN_ATTACKS % json.dumps({name: hub.at(path) for name, path in at.items()})
+    hub.api("PUT", f"/user/{PUPIL}/api/contents/www", tokens[PUPIL], {"type": "directory"})
+    hub.api("PUT", f"/user/{PUPIL}/api/contents/www/project.html", tokens[PUPIL],
+            {"type": "file", "format": "text", "content": page_html})
+    run_in_terminal(hub.at(f"/user/{PUPIL}"), tokens[PUPIL], "mkdir -p ~/.jupyter && printf "
+                    "'{\"ServerApp\": {\"extra_static_paths\": [\"%s/www\"]}}' \"$HOME\" "
+                    "> ~/.jupyter/jupyter_server_config.json")
+    hub.api("DELETE", f"/hub/api/users/{PUPIL}/server", tokens[PUPIL])
+    wait_for(lambda: not hub.api("GET", f"/hub/api/users/{PUPIL}", tokens[PUPIL])["servers"], 120,
+             "the learner's server to stop")
+    hub.start(PUPIL, tokens[PUPIL])
+    assert b"attacks" in hub.api("GET", f"/user/{PUPIL}/static/project.html", raw=True)  # served, to anyone
+
+    # The instructor logs in, works in their JupyterLab, and opens the learner's page.
+    login(browser, hub, TEACHER, ready=f"location.pathname.startsWith('/user/{TEACHER}/lab') && "
+                                       "document.readyState === 'complete'")
+    browser.send("Page.navigate", url=hub.at(f"/user/{PUPIL}/static/project.html"))
+    attacks = wait_for(lambda: browser.js("window.attacks"), 120, "the learner's page to try its attacks")
+    browser.screenshot(SHOTS / "real-class-origins.png")
+    assert not worked(attacks), f"a learner's page, opened by the instructor, did: {attacks}"
+    print(json.dumps(attacks, indent=1))  # what each got (pytest -rP shows it)
+    made = hub.api("GET", f"/hub/api/users/{TEACHER}/tokens", tokens[TEACHER])["api_tokens"]
+    assert not [t for t in made if t["note"] == "project"], made
+    assert not (real_class.base / "home" / TEACHER / "from-a-learner.txt").exists()
+    # The learners' Help menu leads to the grading page on its own origin (setup-class.sh wrote it).
+    assert hub.at(SERVICE) in (LEARNERS_ENV / "share/jupyter/lab/settings/overrides.json").read_text()
 
 
 FORMGRADER = "/services/formgrader/formgrader"  # the shared Formgrader's pages under the hub's service prefix
@@ -880,8 +1018,9 @@ def formgrader_processes(course: Path) -> list[int]:
 
 def post_form(hub: Hub, path: str, token: str, fields: dict) -> int:
     """A form the service's pages post (a script with the hub's token needs no form token)."""
-    request = urllib.request.Request(hub.url + path, method="POST", data=urllib.parse.urlencode(fields).encode(),
-                                     headers={"Authorization": f"token {token}",
+    url, host = on_loopback(hub.at(path))
+    request = urllib.request.Request(url, method="POST", data=urllib.parse.urlencode(fields).encode(),
+                                     headers={"Authorization": f"token {token}", **host,
                                               "Content-Type": "application/x-www-form-urlencoded"})
     with urllib.request.urlopen(request, timeout=60) as reply:
         return reply.status
@@ -965,7 +1104,7 @@ def test_a_grader_grades_by_hand_and_cannot_change_the_term(real_class):
 
     # Nor in a terminal of their own server, as their unix user: the learner's attacks and the staff's files.
     hub.start(ASSISTANT, ta)
-    codes = in_terminal_each(f"{hub.url}/user/{ASSISTANT}", ta, {
+    codes = in_terminal_each(hub.at(f"/user/{ASSISTANT}"), ta, {
         **learner_attacks(course), "append to term.toml": f"echo x >> {course}/term.toml",
         "read the solutions": f"cat {REPO}/solutions/__init__.py", "list the source": f"ls {course}/source",
         "read the gradebook": f"cat {course}/gradebook.db"})

@@ -7,6 +7,11 @@ Every setting a class changes comes from an environment variable, so the file it
   COURSE_HUB_API_PORT     the hub's API port, where every server reaches the hub (default 8081): fixed, so
                           the learners' servers still answer after the hub restarts
   COURSE_HUB_IP           the address it listens on (default 127.0.0.1; 0.0.0.0 to serve a network)
+  COURSE_HUB_SUBDOMAIN_HOST  the hub's own address, e.g. https://hub.example.org (a real class): each user's
+                          server gets an origin of its own, https://<user>.hub.example.org, each service
+                          https://<name>--service.hub.example.org (wildcard DNS and certificate). Without it
+                          (the try-out) every server shares the hub's origin, and a page a learner serves
+                          from their server runs, when the instructor opens it, with the instructor's session
   COURSE_HUB_STATE        the hub's database, cookie secret and (simple spawner) homes (default /srv/jupyterhub)
   COURSE_INSTRUCTOR       the instructor's user name, an admin (default instructor)
   COURSE_LEARNERS         comma-separated learner user names allowed in (default: anyone who can log in)
@@ -80,6 +85,11 @@ c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 state = Path(env("COURSE_HUB_STATE", "/srv/jupyterhub"))
 state.mkdir(parents=True, exist_ok=True)
 c.JupyterHub.ip = env("COURSE_HUB_IP", "127.0.0.1")
+# JupyterHub's own advice for untrusted users: an origin per server, so no learner's page can script
+# the hub, the instructor's server or a service with whoever opens it.
+subdomain_host = env("COURSE_HUB_SUBDOMAIN_HOST", "")
+if subdomain_host:
+    c.JupyterHub.subdomain_host = subdomain_host
 c.JupyterHub.port = int(env("COURSE_HUB_PORT", "8000"))
 require_free(c.JupyterHub.ip, c.JupyterHub.port, state / "jupyterhub-proxy.pid")
 c.JupyterHub.hub_ip = "127.0.0.1"
@@ -138,7 +148,8 @@ def bin_of(spawner) -> Path:
 learner_lab_settings = None
 if simple and env("COURSE_GRADING_SERVICE", "on") != "off":
     learner_lab_settings = state / "learner-lab-settings"
-    runpy.run_path(str(HERE / "lab_settings.py"))["write"](learner_lab_settings)
+    lab_settings = runpy.run_path(str(HERE / "lab_settings.py"))
+    lab_settings["write"](learner_lab_settings, lab_settings["grading_url"](subdomain_host))
 
 
 def choose_environment(spawner) -> None:

@@ -4,11 +4,15 @@ environment (`<env>/share/jupyter/lab/settings`) and by jupyterhub_config.py for
 
     python deploy/jupyterhub/lab_settings.py SETTINGS_DIR [URL]
 
+URL defaults to the grading page's address on this hub: on the hub's origin, or on the service's own
+when COURSE_HUB_SUBDOMAIN_HOST gives every server and service an origin of its own.
+
 Standard library only: setup-class.sh runs it with any Python before the course's environment is open.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +20,17 @@ GRADING_URL = "/services/grading/"  # the hub's prefix of the service named "gra
 # One JupyterLab serves both editions: the item names itself in both languages.
 TEXT = "Grading page · 批改页面"
 PLUGIN = "@jupyterlab/mainmenu-extension:plugin"
+
+
+def grading_url(subdomain_host: str = "") -> str:
+    """Where the grading page is: under the hub's origin, or (JupyterHub's subdomain_host) on the service's own
+    origin, <name>--service.<hub's host>, as JupyterHub names a service's subdomain."""
+    if not subdomain_host:
+        return GRADING_URL
+    scheme, _, host = subdomain_host.rstrip("/").partition("://")
+    if not host or "/" in host or scheme not in ("http", "https"):
+        raise ValueError(f"COURSE_HUB_SUBDOMAIN_HOST {subdomain_host!r}: an http(s) address, host and port only")
+    return f"{scheme}://grading--service.{host}{GRADING_URL}"
 
 
 def overrides(url: str = GRADING_URL) -> dict:
@@ -42,4 +57,5 @@ def write(settings_dir: str | Path, url: str = GRADING_URL) -> Path:
 if __name__ == "__main__":
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__.split("\n\n")[1].strip())
-    print(write(*sys.argv[1:]))
+    print(write(sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else
+                grading_url(os.environ.get("COURSE_HUB_SUBDOMAIN_HOST", ""))))

@@ -15,12 +15,17 @@
 #   staff, closed to everyone else (o-rwx); the course directory owned by the grading user, group staff,
 #   closed to everyone else; the hub's state folder (database, cookie secret) root's alone;
 # - nbgrader's exchange: its root sticky (a learner cannot rename or replace the course's folder) and the
-#   course's folder there created by the instructor's user before any learner can;
+#   course's folder there created by the instructor's user before any learner can; its inbound folder
+#   sticky too (nbgrader's 2733 plus 1000: a learner cannot rename a classmate's submission away);
 # - the learners' environment COURSE_LEARNER_ENV: the third-party packages only (pyproject.toml's, pinned
 #   by constraints.txt, no course package: a released chapter folder carries what it needs) and a copy of
 #   this folder's Jupyter config for learners' servers, and JupyterLab's Help menu leading to the grading
-#   page (lab_settings.py; unless COURSE_GRADING_SERVICE=off). Rebuilt only when constraints.txt or
-#   pyproject.toml changed.
+#   page (lab_settings.py; unless COURSE_GRADING_SERVICE=off), on the service's own origin when
+#   COURSE_HUB_SUBDOMAIN_HOST is set. Rebuilt only when constraints.txt or pyproject.toml changed.
+#
+# Set COURSE_HUB_SUBDOMAIN_HOST (the hub's address, https://hub.example.org, with wildcard DNS and a wildcard
+# certificate for *.hub.example.org) for the hub and here: without it every learner's server shares the
+# instructor's origin, and a page a learner serves runs with the instructor's session when they open it.
 set -euo pipefail
 
 fail() { echo "setup-class.sh: $*" >&2; exit 1; }
@@ -90,12 +95,13 @@ mkdir -p "$STATE"
 chmod 0700 "$STATE"
 
 # nbgrader's exchange. nbgrader wants its root writable by all (it chmods it back to 0777 otherwise, but
-# keeps a sticky bit); the course's folder is the instructor's, made here with nbgrader's own modes.
+# keeps a sticky bit); the course's folder is the instructor's, made here with nbgrader's own modes, and
+# inbound sticky besides: every learner writes there, and without it any of them renames a classmate's folder away.
 mkdir -p "$EXCHANGE/$COURSE_ID"
 chmod 1777 "$EXCHANGE"
 chown "$INSTRUCTOR:$STAFF" "$EXCHANGE/$COURSE_ID"
 chmod 0755 "$EXCHANGE/$COURSE_ID"
-for folder in outbound:0755 inbound:2733 feedback:0711; do
+for folder in outbound:0755 inbound:3733 feedback:0711; do
     mkdir -p "$EXCHANGE/$COURSE_ID/${folder%%:*}"
     chown "$INSTRUCTOR:$STAFF" "$EXCHANGE/$COURSE_ID/${folder%%:*}"
     chmod "${folder##*:}" "$EXCHANGE/$COURSE_ID/${folder%%:*}"
@@ -139,6 +145,10 @@ fi
 chown -R root:root "$LEARNER_ENV"
 chmod -R a+rX,go-w "$LEARNER_ENV"
 for folder in "$(dirname "$LEARNER_ENV")" "$(dirname "$EXCHANGE")"; do chmod a+rx "$folder"; done
+
+[ -n "${COURSE_HUB_SUBDOMAIN_HOST:-}" ] || echo "setup-class.sh: warning: COURSE_HUB_SUBDOMAIN_HOST is not set:" \
+    "every learner's server shares the hub's origin, and a page a learner serves runs with the session of" \
+    "whoever opens it (guides/teaching.md: One origin per server)" >&2
 
 # Checked as a learner (or nobody), a grader and the grading user: what must work, and what must not.
 as_user "$PROBE" "$LEARNER_ENV/bin/python" -c 'import jupyterhub, nbgrader, torch' \
