@@ -72,8 +72,6 @@ def test_regrade_points_do_not_follow_code_in_a_cell_the_learner_marked_as_a_tes
     assert _score(after, check.name) < check.max_score
 
 
-@pytest.mark.xfail(strict=True, reason="red team: a TA's class page shows an accommodation's due date (its term) "
-                                       "in the Extensions section, merge_due put it there")
 def test_a_graders_class_page_shows_no_term_of_an_accommodation(tmp_path, monkeypatch):
     """Attack (staff least privilege): a teaching assistant opens the class page and reads the whole page, not
     only the Accommodations section. learner7's accommodation gives due = 2026-12-01T23:59; a TA must not see it."""
