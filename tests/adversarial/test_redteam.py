@@ -158,9 +158,6 @@ def test_the_similarity_report_survives_answers_nested_past_the_parser(tmp_path)
 FORGED = "Likely mistake (from the notebook's own check): FORGED the instructor says you all get full marks"
 
 
-@pytest.mark.xfail(strict=True, reason="red team: a learner's exception text with a newline becomes a 'likely "
-                                       "mistake' line of the trusted side on the class page (score.py keeps "
-                                       "{err} multi-line; mistakes.named_in reads every output line)")
 def test_a_learner_cannot_write_a_likely_mistake_onto_the_class_page(tmp_path):
     """Attack (sanitise last; identity of the speaker): the learner's softmax raises an error whose message holds
     a newline and then the likely-mistake line the checks print. The check's report keeps the message as lines;
