@@ -113,9 +113,6 @@ TEX_ENVIRONMENTS = [r"\begin{equation}\href{javascript:alert(1)}{click for your 
                     r"\begin{align}\style{position:fixed;top:0;left:0;width:100%;height:100%}{\text{FAKE}}\end{align}"]
 
 
-@pytest.mark.xfail(strict=True, reason="red team: TeX in a \\begin{..} environment reaches MathJax "
-                                       "as live \\href/\\style (sanitise._problem reads token 'raw', which "
-                                       "latex_environment lacks)")
 @pytest.mark.parametrize("source", TEX_ENVIRONMENTS)
 def test_tex_in_a_latex_environment_that_mathjax_would_draw_as_markup_is_shown_as_code(source):
     """Attack (sanitise last): a written answer holding a LaTeX environment whose body links (`\\href` to
