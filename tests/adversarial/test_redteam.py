@@ -216,8 +216,6 @@ def test_a_late_learner_cannot_drop_their_late_penalty_by_the_timestamp_they_wro
     assert rows["mal"] == rows["ada"], rows
 
 
-@pytest.mark.xfail(strict=True, reason="red team: handgrades.digest drops trailing spaces, which are code inside "
-                                       "a string literal: regrade points follow code that behaves otherwise")
 def test_regrade_points_are_bound_to_code_that_differs_only_in_a_strings_trailing_spaces():
     """Attack (regrade points belong to the code they judged): two attempts whose code computes different values
     (a separator with and without its trailing space, inside a triple-quoted string) hash alike, so points given
