@@ -183,8 +183,6 @@ cap = 50
 """
 
 
-@pytest.mark.xfail(strict=True, reason="red team: after nbgrader collect, a learner's implausible, garbled or missing "
-                                       "timestamp.txt makes the time unknown, graded as on time (intake.submission)")
 @pytest.mark.parametrize("stamp", ["1970-01-01 00:00:00.000000 UTC", "not a time", None])
 def test_a_late_learner_cannot_drop_their_late_penalty_by_the_timestamp_they_wrote(tmp_path, stamp):
     """Attack (deadlines; times are the grader's): after stock `nbgrader collect`, submitted/<learner>/ holds the
