@@ -79,6 +79,17 @@ class Result:
         return why
 
 
+ERROR_CHARS = 500  # of an exception's text in a check's message
+
+
+def one_line(err: BaseException) -> str:
+    """An exception's text as one line of the report: the learner's code may raise it, so its newlines and
+    control characters become spaces (it can never start a report line, e.g. a forged "Likely mistake"), and a
+    long one is cut at ERROR_CHARS."""
+    text = re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+", " ", str(err)).strip()
+    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + "…"
+
+
 def run_each(exercise: Exercise, obj: Any, result: Result, passthrough: tuple = ()) -> None:
     """Run every check on `obj` into `result`; what the learner's code raised becomes a failure (a
     time limit reached in the judge's child, a zero for the exercise), `passthrough` propagates."""
@@ -91,7 +102,7 @@ def run_each(exercise: Exercise, obj: Any, result: Result, passthrough: tuple = 
         except NotImplementedError:
             result.failed.append((check.description, shown("not implemented yet")))
         except AssertionError as err:
-            result.failed.append((check.description, str(err) or shown("assertion failed")))
+            result.failed.append((check.description, one_line(err) or shown("assertion failed")))
         except Exception as err:  # noqa: BLE001 - the learner's code raised
             line = getattr(err, "remote_line", None)  # set on an exception raised in the judge's child
             if type(err).__name__ == "CellTimeout" and hasattr(err, "remote_line"):
@@ -100,7 +111,7 @@ def run_each(exercise: Exercise, obj: Any, result: Result, passthrough: tuple = 
             if line is None:
                 where = traceback.extract_tb(err.__traceback__)
                 line = where[-1].lineno if where else 0
-            result.failed.append((check.description, shown(f"{type(err).__name__}: {err} (line {line})")))
+            result.failed.append((check.description, shown(f"{type(err).__name__}: {one_line(err)} (line {line})")))
         else:
             result.passed.append(check.description)
     side_rules_pay(exercise, result)

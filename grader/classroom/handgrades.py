@@ -78,12 +78,15 @@ def save(folder: str | Path, student: str, assignment: str, answers: dict | None
 
 
 def code_digest(cells) -> str:
-    """The learner's code as graded: every code cell but the hidden tests (nbgrader puts those back)."""
+    """The learner's code as graded: every code cell but the hidden tests (nbgrader puts those back). Hashed as
+    written but for line ends: unlike an answer's text (digest), trailing spaces can be code (inside a string
+    literal), so any other change, even one that changes nothing, releases the regrade points bound to it."""
     def test(cell) -> bool:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         return isinstance(meta, dict) and bool(meta.get("grade")) and not meta.get("solution")
 
-    return digest("\n\x1f\n".join(c.get("source", "") for c in cells if c.get("cell_type") == "code" and not test(c)))
+    code = "\n\x1f\n".join(c.get("source", "") for c in cells if c.get("cell_type") == "code" and not test(c))
+    return hashlib.sha256(code.replace("\r\n", "\n").replace("\r", "\n").encode()).hexdigest()
 
 
 def keep_points(folder: str | Path, student: str, assignment: str, grade_id: str, points: float,

@@ -11,7 +11,8 @@ The submission time is nbgrader's `timestamp.txt` where the exchange (or the LMS
 never a file's mtime. `grader collect` (`collect` below) fills `submitted/` from the exchange in place of
 `nbgrader collect`, through the safe copier, with the grader's own times; after `nbgrader collect`,
 timestamp.txt is the learner's claim, range-checked and bounded by when it was written
-(grader.classroom.submissions.submission_time).
+(grader.classroom.submissions.submission_time); a garbled, implausible or missing one there gives the time
+the notebook was copied into the course directory, never an unknown one (`submission`).
 """
 from __future__ import annotations
 
@@ -32,17 +33,27 @@ SECRET_FILE = "submission_secret.txt"  # nbgrader's key for releasing feedback t
 ORIGINALS = "originals"
 
 
-def submission(notebook: Path, student_dir: Path, student: str | None = None) -> Submission:
-    """One learner's notebook (`student`: default, the folder's name) and its time; an unreadable
-    timestamp.txt leaves the time unknown (graded as on time, as with none: grader.classroom.term) and says why,
-    never stopping the batch."""
+def submission(notebook: Path, student_dir: Path, student: str | None = None, collected: bool = False) -> Submission:
+    """One learner's notebook (`student`: default, the folder's name) and its time, never stopping the batch.
+    An unreadable or implausible timestamp.txt, or none at all in a folder `nbgrader collect` filled
+    (`collected`: the learner wrote it or left it out), is never better for the learner than the truth: the time
+    is the notebook's ctime, when it was copied here (an upper bound the learner cannot set), and the note
+    says so. Elsewhere a missing stamp leaves the time unknown (graded as on time unless --submitted-at:
+    grader.classroom.term)."""
     student = student or student_dir.name
     try:
-        return Submission(notebook, student, submitted_at=submission_time(notebook, student_dir))
+        found = Submission(notebook, student, submitted_at=submission_time(notebook, student_dir))
+        why = None if found.submitted_at is not None or not collected else f"no {TIMESTAMP_FILE}"
     except ValueError as err:
-        found = Submission(notebook, student)
-        found.notes.append(f"{err}: submission time unknown")
-        return found
+        found, why = Submission(notebook, student), str(err)
+    if why is not None:
+        try:
+            found.submitted_at = datetime.fromtimestamp(notebook.stat().st_ctime, timezone.utc)
+            found.notes.append(f"{why}: submission time {found.submitted_at:%Y-%m-%d %H:%M UTC}, when the "
+                               "notebook was copied into the course directory (a time the learner cannot set)")
+        except OSError:
+            found.notes.append(f"{why}: submission time unknown")
+    return found
 
 
 def _notebooks(student: Path) -> list[Path]:
@@ -140,7 +151,7 @@ def keep_originals(root: Path) -> tuple[list[Submission], list[str]]:
             notes.append(f"note: {folder} has no {TIMESTAMP_FILE}: graded the notebook kept at {kept} on the first run "
                          f"(delete that folder to grade what is in submitted/ now)")
         student = kept.parent
-        found += [submission(path, student) for path in _notebooks(kept)]
+        found += [submission(path, student, collected=True) for path in _notebooks(kept)]
     return found, notes
 
 

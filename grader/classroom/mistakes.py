@@ -21,6 +21,17 @@ def _prefixes() -> tuple[str, ...]:
                  for lang in ("en", *LANGUAGES))
 
 
+def _likely_mistake(text: str, prefixes: tuple[str, ...]) -> str | None:
+    """The mistake a report names: only the first likely-mistake line of an output, the one Result.report writes
+    before any check's line (a check's message, which may hold what the learner's code raised, is one line
+    there and comes later: grader.boundary.score.one_line)."""
+    for line in text.splitlines():
+        for prefix in prefixes:
+            if line.strip().startswith(prefix):
+                return line.strip()[len(prefix):].strip()
+    return None
+
+
 def named_in(notebook: Path) -> list[tuple[str, str]]:
     """(exercise, mistake) for each test cell of an autograded notebook whose report names a mistake; read
     again only when the notebook changed (the class page is drawn often)."""
@@ -39,10 +50,9 @@ def named_in(notebook: Path) -> list[tuple[str, str]]:
             continue
         for output in cell.get("outputs", []):
             text = output.get("text", "") if output.get("output_type") == "stream" else ""
-            for line in (text if isinstance(text, str) else "".join(text)).splitlines():
-                for prefix in prefixes:
-                    if line.strip().startswith(prefix):
-                        found.append((grade_id.removeprefix(TEST_PREFIX), line.strip()[len(prefix):].strip()))
+            said = _likely_mistake(text if isinstance(text, str) else "".join(text), prefixes)
+            if said is not None:
+                found.append((grade_id.removeprefix(TEST_PREFIX), said))
     _read[notebook] = (stamp, found)
     return found
 

@@ -307,7 +307,8 @@ def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", probl
                 f"<h2>Held, refused or failed</h2><ul>{failures or '<li>none</li>'}</ul>"
                 + _requests_section(requests or [], base, xsrf, contexts)
                 + _accommodations_section(accommodations or {}, accommodation_terms)
-                + _extensions_section(extensions or {}) + _mistakes_section(mistakes or {}))
+                + _extensions_section(extensions or {}, accommodations or {}, accommodation_terms)
+                + _mistakes_section(mistakes or {}))
 
 
 def _mistakes_section(mistakes: dict) -> str:
@@ -321,8 +322,14 @@ def _mistakes_section(mistakes: dict) -> str:
     return "<h2>What the class gets wrong</h2>" + ("".join(parts) or "<p>no named mistake yet</p>")
 
 
-def _extensions_section(extensions: dict) -> str:
-    """The term's extensions, (student, assignment) -> due date, as the grading applies them."""
-    items = "".join(f"<li>{escape(student)} · {escape(assignment)}: due {due:%Y-%m-%d %H:%M UTC}</li>"
+def _extensions_section(extensions: dict, accommodations: dict, terms: bool) -> str:
+    """The term's extensions, (student, assignment) -> due date, as the grading applies them. A due date that
+    comes from an accommodation (accommodations.merge_due put it there) is one of its terms: without `terms`
+    it shows as "an accommodation", never as the date."""
+    def due_text(key, due):
+        hidden = not terms and key in accommodations and accommodations[key].due is not None
+        return "an accommodation" if hidden else f"due {due:%Y-%m-%d %H:%M UTC}"
+
+    items = "".join(f"<li>{escape(student)} · {escape(assignment)}: {due_text((student, assignment), due)}</li>"
                     for (student, assignment), due in sorted(extensions.items()))
     return f"<h2>Extensions</h2><ul>{items or '<li>none</li>'}</ul>"

@@ -73,7 +73,9 @@ _PARSER = MarkdownWithMath(renderer=None)  # the parser nbconvert renders notebo
 
 
 def markdown_problem(source: str, attachments: dict | None = None) -> str | None:
-    """What in learner markdown would render to more than the allowlist; None: nothing."""
+    """What in learner markdown would render to more than the allowlist; None: nothing. TeX that MathJax would
+    draw as markup (MATHJAX_MARKUP) counts wherever a token carries it outside code: its raw text, its text or
+    any attribute (a \\begin{..} environment's body is only in attrs)."""
     return _problem(source, frozenset(attachments or {}))
 
 
@@ -83,7 +85,9 @@ def _problem(source: str, attachments: frozenset) -> str | None:
     while pending:
         token = pending.pop()
         kind, attrs = token.get("type"), token.get("attrs") or {}
-        if kind not in ("codespan", "block_code") and MATHJAX_MARKUP.search(token.get("raw") or ""):
+        tex = [token.get("raw"), token.get("text"), *attrs.values()]  # latex_environment: attrs name and body
+        if kind not in ("codespan", "block_code") and any(isinstance(t, str) and MATHJAX_MARKUP.search(t)
+                                                          for t in tex):
             return shown("TeX that draws links or styles")  # MathJax leaves code alone
         if kind == "inline_html" and not INLINE_TAG.match(token.get("raw", "").strip()):
             return shown("HTML markup")
