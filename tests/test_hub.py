@@ -45,7 +45,7 @@ import websocket
 from nbgrader.api import Gradebook
 
 from grader.authoring import samples
-from grader.boundary.score import points
+from grader.boundary.score import points as shown_points
 from grader.boundary.specs import exercises
 from grader.chapters import REPO, find_chapter
 from grader.classroom.ledger import Entry
@@ -634,7 +634,7 @@ def test_graded_on_submit(hub, browser):
     check = next(c for c in first["checks"] if c["name"] == f"test_{wrong}")
     message = " ".join(check["error"].split())[:60]  # the check that failed, and what it said
     most = total + sum(item.points for item in written(ON_SUBMIT.name).values())  # written answers pending
-    assert f"{points(first['score'])} / {points(most)}" in text and wrong in text and message in text, text
+    assert f"{shown_points(first['score'])} / {shown_points(most)}" in text and wrong in text and message in text, text
     page.screenshot(SHOTS / "5-graded-on-submit.png")
 
     # Fixed: full marks, and "best" keeps them; a third attempt is refused, with the reason on the page.
