@@ -7,7 +7,6 @@ action, one number in every place a learner, a TA or the LMS reads it."""
 import csv
 import os
 import re
-import secrets
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -27,6 +26,7 @@ from grader.classroom.requests import hand_score
 from grader.classroom.total import late_policy, totals
 from grader.classroom.visibility import learner_view, policy_for
 from grader.coursedir import COURSE_ID
+from tests.test_onsubmit import submit as submit_inbound
 
 pytestmark = pytest.mark.integration
 CHAPTER = find_chapter("02")
@@ -109,13 +109,7 @@ SCORE = re.compile(r"<h4>[^<]*\(Score: ([\d.]+) / ")
 
 def submit_to_exchange(exchange: Path, student: str, chapter, nb, when: datetime) -> Path:
     """One submission, as `nbgrader submit` leaves it in the exchange's inbound folder."""
-    stamp = when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-    folder = exchange / COURSE_ID / "inbound" / f"{student}+{chapter.assignment}+{stamp}+{secrets.token_urlsafe(9)}"
-    folder.mkdir(parents=True)
-    nbformat.write(nb, folder / chapter.notebook_name)
-    (folder / "timestamp.txt").write_text(stamp)
-    (folder / "submission_secret.txt").write_text(secrets.token_hex(16))
-    return folder
+    return submit_inbound(exchange, student, nb, when, chapter=chapter)
 
 
 def grade_by_hand(course: Path, student: str, chapter, scores: dict[str, float]) -> None:

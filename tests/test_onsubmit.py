@@ -32,13 +32,13 @@ CHAPTER = find_chapter("02")
 TOTAL = sum(ex.points for ex in exercises(CHAPTER.name).values())
 
 
-def submit(exchange: Path, student: str, nb, when: datetime | None = None) -> Path:
+def submit(exchange: Path, student: str, nb, when: datetime | None = None, chapter=CHAPTER) -> Path:
     """One submission, as nbgrader submit leaves it in the exchange's inbound folder."""
     when = when or datetime.now(timezone.utc)
     stamp = when.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-    folder = exchange / COURSE_ID / "inbound" / f"{student}+{CHAPTER.assignment}+{stamp}+{secrets.token_urlsafe(9)}"
+    folder = exchange / COURSE_ID / "inbound" / f"{student}+{chapter.assignment}+{stamp}+{secrets.token_urlsafe(9)}"
     folder.mkdir(parents=True)
-    nbformat.write(nb, folder / CHAPTER.notebook_name)
+    nbformat.write(nb, folder / chapter.notebook_name)
     (folder / "timestamp.txt").write_text(stamp)
     (folder / "submission_secret.txt").write_text(secrets.token_hex(16))
     return folder
