@@ -40,7 +40,7 @@ test: setup lint sources
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m "not integration"
 
 # The class end to end on real servers (JupyterHub, PostgreSQL, a Dask cluster): minutes each, so
-# kept out of `make test` (about 35 minutes on 2 cores: 2091 tests, 30 min of pytest, the website's cold build included); .ci/run runs both.
+# kept out of `make test` (about 36 minutes on 2 cores: some 2,230 tests, 34 min of pytest, the website's cold build included); .ci/run runs both.
 test-integration: sources hub-setup
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m integration
 
