@@ -190,6 +190,30 @@ def lab(tmp_path_factory):
                     proc.kill()
 
 
+@contextlib.contextmanager
+def chromium(home: Path, what: str, *flags: str):
+    """A headless Chromium with its profile in `home`, driven through one Page (DevTools); `what` names the
+    test that needs it (require_browser), `flags` are added to its command line."""
+    chrome = subprocess.Popen(
+        [require_browser(what), "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+         "--no-first-run", "--no-default-browser-check", *flags, f"--user-data-dir={home}",
+         "--remote-debugging-port=0", "--remote-allow-origins=*", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        active = home / "DevToolsActivePort"
+        wait_for(lambda: chrome.poll() is None and active.exists() and active.read_text().strip(), 60,
+                 "the browser to start")
+        page = Page(int(active.read_text().split()[0]))
+        yield page
+        page.ws.close()
+    finally:
+        chrome.terminate()
+        try:
+            chrome.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            chrome.kill()
+
+
 IMAGES = """[...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown img')]
              .map(img => ({src: img.getAttribute('src'), complete: img.complete, width: img.naturalWidth}))"""
 

@@ -50,7 +50,7 @@ from grader.boundary.specs import exercises
 from grader.chapters import REPO, find_chapter
 from grader.classroom.ledger import Entry
 from grader.classroom.written import BANNER, written
-from tests.test_browser import OUTPUT, Page, free_port, http_ok, require_browser, wait_for
+from tests.test_browser import OUTPUT, Page, chromium, free_port, http_ok, wait_for
 from tests.test_onsubmit import submit
 from tests.test_service_lock import family, sandboxes
 
@@ -381,21 +381,8 @@ def guides_picture(shot: Path) -> None:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    executable = require_browser("the hub test")
-    profile = tmp_path_factory.mktemp("browser")
-    chrome = subprocess.Popen(
-        [executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-         "--no-default-browser-check", f"--user-data-dir={profile}", "--remote-debugging-port=0",
-         "--remote-allow-origins=*", "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    active = profile / "DevToolsActivePort"
-    try:
-        wait_for(lambda: chrome.poll() is None and active.exists() and active.read_text().strip(), 60, "the browser")
-        page = Page(int(active.read_text().split()[0]))
+    with chromium(tmp_path_factory.mktemp("browser"), "the hub test") as page:
         yield page
-        page.ws.close()
-    finally:
-        chrome.terminate()
-        chrome.wait(timeout=20)
 
 
 PANEL = "#nbgrader-assignment-list"

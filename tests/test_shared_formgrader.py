@@ -5,7 +5,6 @@ directory, run code or write files is refused. tests/test_hub.py runs the same s
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -236,20 +235,7 @@ def test_a_graders_formgrader_has_no_instructors_buttons(formgrader, tmp_path):
     assert "Autograde" not in submissions.split(" | ") and hidden, submissions
 
 
-@contextlib.contextmanager
 def chromium(home: Path):
-    from tests.adversarial.test_pages import Page, require_browser
+    from tests.test_browser import chromium as launch
 
-    chrome = subprocess.Popen([require_browser("the graders' Formgrader"), "--headless=new", "--no-sandbox",
-                               "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", f"--user-data-dir={home}",
-                               "--remote-debugging-port=0", "--remote-allow-origins=*", "about:blank"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        active = home / "DevToolsActivePort"
-        wait_for(lambda: chrome.poll() is None and active.exists() and active.read_text().strip(), 60, "Chromium")
-        page = Page(int(active.read_text().split()[0]))
-        yield page
-        page.ws.close()
-    finally:
-        chrome.terminate()
-        chrome.wait(timeout=20)
+    return launch(home, "the graders' Formgrader")

@@ -10,7 +10,6 @@ the real rubrics must stay visible and on top, and every imitation must say whos
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -25,7 +24,7 @@ from grader.chapters import find_chapter, is_answer_cell
 from grader.classroom.grading import autograde_class, job_cells
 from grader.classroom.ledger import GRADED, Entry, Ledger
 from grader.classroom.written import IMITATION, written
-from tests.test_browser import OUTPUT, Page, require_browser, serving, wait_for
+from tests.test_browser import OUTPUT, Page, chromium, serving, wait_for
 
 CHAPTER = find_chapter("02")
 
@@ -95,26 +94,8 @@ def graded(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    executable = require_browser("the pages' attacks")
-    home = tmp_path_factory.mktemp("chromium")
-    chrome = subprocess.Popen(
-        [executable, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-         "--no-default-browser-check", "--allow-file-access-from-files", f"--user-data-dir={home}",
-         "--remote-debugging-port=0", "--remote-allow-origins=*", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        active = home / "DevToolsActivePort"
-        wait_for(lambda: chrome.poll() is None and active.exists() and active.read_text().strip(), 60,
-                 "the browser to start")
-        page = Page(int(active.read_text().split()[0]))
+    with chromium(tmp_path_factory.mktemp("chromium"), "the pages' attacks", "--allow-file-access-from-files") as page:
         yield page
-        page.ws.close()
-    finally:
-        chrome.terminate()
-        try:
-            chrome.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            chrome.kill()
 
 
 def open_page(page: Page, url: str) -> None:
