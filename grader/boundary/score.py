@@ -86,7 +86,7 @@ def one_line(err: BaseException) -> str:
     """An exception's text as one line of the report: the learner's code may raise it, so its newlines and
     control characters become spaces (it can never start a report line, e.g. a forged "Likely mistake"), and a
     long one is cut at ERROR_CHARS."""
-    text = re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+", " ", str(err)).strip()
+    text = re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+", " ", str(err))  # not stripped: a message's own shape stays
     return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + "…"
 
 
