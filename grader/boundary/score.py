@@ -82,12 +82,12 @@ class Result:
 ERROR_CHARS = 500  # of an exception's text in a check's message
 
 
-def one_line(err: BaseException) -> str:
+def one_line(err: BaseException, limit: int | None = ERROR_CHARS) -> str:
     """An exception's text as one line of the report: the learner's code may raise it, so its newlines and
     control characters become spaces (it can never start a report line, e.g. a forged "Likely mistake"), and a
-    long one is cut at ERROR_CHARS."""
+    long one is cut at `limit` (None: a check's own message, whose whole text the translation matches)."""
     text = re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+", " ", str(err))  # not stripped: a message's own shape stays
-    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS] + "…"
+    return text if limit is None or len(text) <= limit else text[:limit] + "…"
 
 
 def run_each(exercise: Exercise, obj: Any, result: Result, passthrough: tuple = ()) -> None:
@@ -102,7 +102,7 @@ def run_each(exercise: Exercise, obj: Any, result: Result, passthrough: tuple = 
         except NotImplementedError:
             result.failed.append((check.description, shown("not implemented yet")))
         except AssertionError as err:
-            result.failed.append((check.description, one_line(err) or shown("assertion failed")))
+            result.failed.append((check.description, one_line(err, limit=None) or shown("assertion failed")))
         except Exception as err:  # noqa: BLE001 - the learner's code raised
             line = getattr(err, "remote_line", None)  # set on an exception raised in the judge's child
             if type(err).__name__ == "CellTimeout" and hasattr(err, "remote_line"):
