@@ -277,6 +277,32 @@ def test_a_misspelt_extension_stops_autograde_and_regrade_with_near_names(tmp_pa
     assert not (course / "gradebook.db").exists() and not (course / "autograded").exists()
 
 
+def test_a_misspelt_extension_stops_the_grading_service_with_near_names(tmp_path, capsys):
+    # the running service, as autograde and regrade: the submissions wait, the class page says why
+    from grader.classroom.ledger import QUEUED
+    from grader.classroom.onsubmit import Service
+    from grader.classroom.term import WAITING
+    from tests.test_onsubmit import course, submit
+
+    root, exchange = course(tmp_path, due='[due]\n"02" = 2026-11-20T23:59:00Z')
+    good = (root / "term.toml").read_text()
+    (root / "term.toml").write_text('extensions = "extensions.csv"\n' + good)
+    (root / "extensions.csv").write_text("student,chapter,due\nadda,02,2026-11-23T00:00Z\n")
+    service = Service(root, exchange, pool=None)
+    submit(exchange, "ada", samples.reference(CHAPTER))
+    service.scan()
+    assert service.step() == []
+    [entry] = service.ledger.of("ada")
+    assert (entry.status, entry.reason) == (QUEUED, WAITING)
+    assert "'adda' (02_self_attention; near: ada)" in service.policy.problem
+    assert "near: ada" in capsys.readouterr().out
+    service.scan()
+    assert capsys.readouterr().out == ""  # logged once, not every round
+    (root / "extensions.csv").write_text("student,chapter,due\nada,02,2026-11-23T00:00Z\n")
+    service.scan()
+    assert service.term().due_for("ada", CHAPTER.assignment).day == 23 and service.policy.problem is None
+
+
 def test_an_exercise_its_cell_never_defined_says_what_python_said():
     from grader.boundary.unit import Verdict
     from grader.classroom.recording import fill

@@ -107,7 +107,7 @@ class Service:
         self.requeue_stale(SERVICE_RESTARTED)
         self.stopping = threading.Event()
         self.wake = threading.Event()  # a worker freed up, or stop(): dispatch now, not at the next poll
-        self.policy = PolicyFile(self.course_dir, term_file)
+        self.policy = PolicyFile(self.course_dir, term_file, lambda: {e.student for e in self.ledger.of()})
         self.publisher = Publisher(self)
 
     def term(self):

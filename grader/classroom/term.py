@@ -255,14 +255,17 @@ WAITING = "waiting: the course's policy file has an error"
 class PolicyFile:
     """term.toml as the running grading service reads it, anew each round: while it has an error the
     service waits (submissions keep their row, marked WAITING), the class page shows `problem`, and the
-    log says it once, not every round."""
+    log says it once, not every round. An extension for a name not in the class (the hub's learners, the
+    gradebook's, and `learners()`: those who submitted) is such an error, as it is for autograde and regrade."""
 
-    def __init__(self, course_dir: str | Path, path: str | Path | None = None):
-        self.course_dir, self.path, self.problem = course_dir, path, None
+    def __init__(self, course_dir: str | Path, path: str | Path | None = None, learners=lambda: set()):
+        self.course_dir, self.path, self.problem, self.learners = course_dir, path, None, learners
 
     def current(self) -> Term | None:
         try:
             term = load_term(self.course_dir, self.path)
+            if term.extensions:
+                term.check_extensions(accommodations_of.class_roster(self.course_dir) | self.learners())
         except ValueError as err:
             if str(err) != self.problem:
                 print(f"grading service: {err} (submissions wait until it is fixed)", flush=True)
