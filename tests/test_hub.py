@@ -830,27 +830,29 @@ def mine(hub: Hub, token: str) -> list[dict]:
     return json.loads(hub.api("GET", f"{SERVICE}api/mine", token, raw=True))
 
 
-def release_on_submit(real_class: RealClass, tokens: dict[str, str]) -> None:
-    """The instructor releases ON_SUBMIT, graded on submit (term.toml), in a terminal; the learner fetches it."""
+def release_on_submit(real_class: RealClass, tokens: dict[str, str], chapter=ON_SUBMIT, term: str = "") -> None:
+    """The instructor releases `chapter`, graded on submit (term.toml, or `term`), in a terminal; the learner
+    fetches it."""
     hub, course = real_class.hub, real_class.course
-    (course / "term.toml").write_text(f'[on_submit]\nchapters = ["{ON_SUBMIT.number}"]\n')
+    (course / "term.toml").write_text(term or f'[on_submit]\nchapters = ["{chapter.number}"]\n')
     shutil.chown(course / "term.toml", TEACHER, f"{PREFIX}-staff")
     hub.start(TEACHER, tokens[TEACHER])
     run_in_terminal(hub.at(f"/user/{TEACHER}"), tokens[TEACHER],
-                    f"grader release {ON_SUBMIT.number} --course-dir {course} && cd {course} && "
-                    f"nbgrader release_assignment {ON_SUBMIT.assignment}")
+                    f"grader release {chapter.number} --course-dir {course} && cd {course} && "
+                    f"nbgrader release_assignment {chapter.assignment}")
     hub.start(PUPIL, tokens[PUPIL])
-    query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": ON_SUBMIT.assignment})
+    query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": chapter.assignment})
     assert hub.api("POST", f"/user/{PUPIL}/assignments/fetch?{query}", tokens[PUPIL], body=b"")["success"]
 
 
-def submit_reference(hub: Hub, tokens: dict[str, str]) -> dict:
-    """The learner submits the reference answers; their row once graded on submit."""
-    body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(samples.reference(ON_SUBMIT)))}
-    hub.api("PUT", f"/user/{PUPIL}/api/contents/{ON_SUBMIT.assignment}/{ON_SUBMIT.notebook_name}", tokens[PUPIL], body)
-    query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": ON_SUBMIT.assignment})
+def submit_reference(hub: Hub, tokens: dict[str, str], chapter=ON_SUBMIT) -> dict:
+    """The learner submits the reference answers of `chapter`; their row once graded on submit."""
+    body = {"type": "notebook", "format": "json", "content": json.loads(nbformat.writes(samples.reference(chapter)))}
+    hub.api("PUT", f"/user/{PUPIL}/api/contents/{chapter.assignment}/{chapter.notebook_name}", tokens[PUPIL], body)
+    query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": chapter.assignment})
     assert hub.api("POST", f"/user/{PUPIL}/assignments/submit?{query}", tokens[PUPIL], body=b"")["success"]
-    graded = wait_for(lambda: [r for r in mine(hub, tokens[PUPIL]) if r["status"] == "graded"], 300,
+    graded = wait_for(lambda: [r for r in mine(hub, tokens[PUPIL])
+                               if r["status"] == "graded" and r["assignment"] == chapter.assignment], 300,
                       "the learner's submission to be graded on submit")
     return graded[0]
 
@@ -1099,6 +1101,81 @@ def test_a_grader_grades_by_hand_and_cannot_change_the_term(real_class):
         "read the solutions": f"cat {REPO}/solutions/__init__.py", "list the source": f"ls {course}/source",
         "read the gradebook": f"cat {course}/gradebook.db"})
     assert all(codes.values()), f"these worked for a grader: {[name for name, code in codes.items() if not code]}"
+
+
+LATE = find_chapter("02")  # three written answers: the TA's hand grades
+FEEDBACK_SCORE = re.compile(r"<h4>[^<]*\(Score: ([\d.]+) / ")
+
+
+def feedback_score(page: bytes | str | None) -> float | None:
+    """The total a feedback page shows (None: no page)."""
+    text = page.decode() if isinstance(page, bytes) else page
+    found = FEEDBACK_SCORE.search(text) if text else None
+    return float(found[1]) if found else None
+
+
+@pytest.mark.integration
+def test_a_hand_grade_reaches_every_page_in_one_step(real_class):
+    """Issue 45's table on a real hub: a learner submits a chapter an hour late (20% a day), it is graded on
+    submit, and a TA hand-grades its written answers in the shared Formgrader. With no other step, one total
+    everywhere: the learner's page, Formgrader's lists, grades.csv, the LMS export, and the feedback page in
+    the course directory, in the exchange (fetched by the learner's Fetch Feedback) and behind the attempt's link."""
+    hub, course = real_class.hub, real_class.course
+    tokens = {user: hub.token(user) for user in (TEACHER, PUPIL, ASSISTANT)}
+    overdue = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+    release_on_submit(real_class, tokens, LATE, f'[due]\n"{LATE.number}" = {overdue}\n[late]\nper_day = 20\n'
+                                                f'[on_submit]\nchapters = ["{ON_SUBMIT.number}", "{LATE.number}"]\n')
+    graded = submit_reference(hub, tokens, LATE)
+    assert graded["pending"] and graded["penalty"] > 0, graded
+    roster = real_class.base / "roster.csv"
+    roster.write_text(f"Student,ID,SIS User ID,SIS Login ID,Section\nLearner,1,1,{PUPIL},A\n")
+
+    def every_place() -> dict[str, float | None]:
+        [row] = [r for r in mine(hub, tokens[PUPIL]) if r["assignment"] == LATE.assignment and r["counted"]]
+        listed = hub.api("GET", f"{FORMGRADER}/api/submissions/{LATE.assignment}", tokens[ASSISTANT])
+        chapters = hub.api("GET", f"{FORMGRADER}/api/student_submissions/{PUPIL}", tokens[ASSISTANT])
+        grades = [r for r in csv.DictReader((course / "grades.csv").open())
+                  if r["student_id"] == PUPIL and r["assignment"] == LATE.assignment]
+        lms = real_class.base / "canvas.csv"
+        subprocess.run([str(BIN / "grader"), "export", "--lms", "canvas", "--roster", str(roster), "--course-dir",
+                        str(course), "--output", str(lms), LATE.number], check=True, capture_output=True)
+        [canvas] = list(csv.DictReader(lms.open()))
+        query = urllib.parse.urlencode({"course_id": COURSE_ID, "assignment_id": LATE.assignment})
+        assert hub.api("POST", f"/user/{PUPIL}/assignments/fetch_feedback?{query}", tokens[PUPIL], body=b"")["success"]
+        folder = f"/user/{PUPIL}/api/contents/{LATE.assignment}/feedback"
+        [latest] = sorted(f["name"] for f in hub.api("GET", folder, tokens[PUPIL])["content"])[-1:]
+        fetched = hub.api("GET", f"{folder}/{urllib.parse.quote(latest)}/{LATE.name}.html?format=text&type=file",
+                          tokens[PUPIL])["content"]
+        return {"learner page": row["score"],
+                "Formgrader's submissions": next(s["score"] for s in listed if s["student"] == PUPIL),
+                "Formgrader's learner page": next(c["score"] for c in chapters if c["name"] == LATE.assignment),
+                "grades.csv": float(grades[0]["score"]) if grades else None,
+                "Canvas": float(canvas[LATE.assignment]) if canvas[LATE.assignment] else None,
+                "feedback (course directory)": feedback_score(
+                    (course / "feedback" / PUPIL / LATE.assignment / f"{LATE.name}.html").read_bytes()),
+                "feedback (Fetch Feedback)": feedback_score(fetched),
+                "feedback (the attempt's link)": feedback_score(
+                    hub.api("GET", f"{SERVICE}feedback/{row['key']}", tokens[PUPIL], raw=True))}
+
+    # The TA grades every written answer in Formgrader; nobody presses anything else.
+    [submission] = hub.api("GET", f"{FORMGRADER}/api/submitted_notebooks/{LATE.assignment}/{LATE.name}",
+                           tokens[ASSISTANT])
+    given = 0.0
+    for grade in hub.api("GET", f"{FORMGRADER}/api/grades?submission_id={submission['id']}", tokens[ASSISTANT]):
+        if grade["name"] in graded["pending"]:
+            hub.api("PUT", f"{FORMGRADER}/api/grade/{grade['id']}", tokens[ASSISTANT],
+                    {"manual_score": grade["max_score"] - 1, "extra_credit": None})
+            given += grade["max_score"] - 1
+    expected = round((graded["raw_score"] + given) * 0.8, 2)  # an hour late: 20% of the whole, hand grades too
+    seen: dict[str, float | None] = {}
+
+    def one_total() -> bool:
+        seen.update({place: None if v is None else round(float(v), 2) for place, v in every_place().items()})
+        return set(seen.values()) == {expected}
+    try:
+        wait_for(one_total, 120, f"{expected} in every place")
+    except AssertionError as err:
+        raise AssertionError(f"{err}; last seen: {seen}") from None
 
 
 def service_processes(course: Path) -> list[int]:

@@ -14,6 +14,7 @@ import nbgrader.apps.api
 import nbgrader.apps.generatefeedbackapp
 import pytest
 from nbgrader.api import Gradebook
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.utils import notebook_hash
 
 from grader.authoring import samples
@@ -149,12 +150,16 @@ def test_a_hand_grade_is_republished_within_a_round_and_settles_the_late_penalty
         for listing in ("submission_dicts", "notebook_submission_dicts", "student_dicts"):
             monkeypatch.setattr(Gradebook, listing, getattr(Gradebook, listing))  # as it was, after this test
         monkeypatch.setattr(nbgrader.apps.api, "GenerateFeedback", nbgrader.apps.api.GenerateFeedback)
+        monkeypatch.setattr(nbgrader.apps.api.NbGraderAPI, "get_submission", nbgrader.apps.api.NbGraderAPI.get_submission)
         monkeypatch.setattr(nbgrader.apps.generatefeedbackapp, "GenerateFeedback",
                             nbgrader.apps.generatefeedbackapp.GenerateFeedback)
         install()  # what the course directory's nbgrader_config.py does in Formgrader's process
         assert [row["score"] for row in gb.submission_dicts(CHAPTER.assignment)] == [total.score]  # Manage Submissions
         assert [row["score"] for row in gb.student_dicts()] == [total.score]  # Manage Students
         assert [row["score"] for row in gb.notebook_submission_dicts(CHAPTER.name, CHAPTER.assignment)] == [total.score]
+    api = nbgrader.apps.api.NbGraderAPI(coursedir=CourseDirectory(root=str(root)))
+    [listed] = [s for s in api.get_student_submissions("ada") if s["name"] == CHAPTER.assignment]
+    assert listed["score"] == pytest.approx(total.score)  # Manage Students, the learner's page
     heading = f"(Score: {round(total.score, 2)} / {round(total.max_score, 2)}"
     page = f"{CHAPTER.name}.html"
     for page in (root / "feedback" / "ada" / CHAPTER.assignment / page, released_feedback(exchange, folder),

@@ -120,6 +120,20 @@ def install() -> None:
         s.student.id: s.late_submission_penalty or 0.0 for s in gb.find_notebook(nb, a).submissions})
     Gradebook.student_dicts = _less_penalty(Gradebook.student_dicts, lambda gb: {
         s.id: sum(sub.late_submission_penalty for sub in s.submissions) for s in gb.students})
+    nbgrader.apps.api.NbGraderAPI.get_submission = _one_less_penalty(nbgrader.apps.api.NbGraderAPI.get_submission)
+
+
+def _one_less_penalty(get_submission):
+    """Formgrader's one submission (a learner's page on Manage Students lists each chapter's), less the late penalty."""
+    def found(api, assignment_id, student_id, *args, **kwargs):
+        submission = get_submission(api, assignment_id, student_id, *args, **kwargs)
+        if submission and submission.get("id") is not None:  # graded: the gradebook's submission, penalty settled
+            with api.gradebook as gb:
+                taken = gb.find_submission(assignment_id, student_id).late_submission_penalty or 0.0
+            submission["score"] = round(max(0.0, submission["score"] - taken), 3)
+        return submission
+
+    return found
 
 
 class Publisher:
