@@ -310,7 +310,8 @@ def beam_search(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, beam_w
                 break
             seqs = torch.cat([seq for _, seq in live])  # (W, t): live sequences share one length
             log_probs = torch.log_softmax(model(seqs[:, -model.block_size:])[:, -1].double(), dim=-1)  # (W, V)
-            totals = torch.tensor([score for score, _ in live], dtype=torch.float64)[:, None] + log_probs
+            scores = torch.tensor([score for score, _ in live], dtype=torch.float64, device=log_probs.device)
+            totals = scores[:, None] + log_probs  # (W, V)
             V = totals.shape[1]
             if eos_id is not None:
                 for (_, seq), score in zip(live, totals[:, eos_id].tolist()):

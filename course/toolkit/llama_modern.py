@@ -102,7 +102,7 @@ def train_addition(model: nn.Module, task, steps: int, batch_size: int, lr: floa
         if step % eval_every == 0 or step == steps:
             model.eval()
             eval_steps.append(step)
-            exact.append(100 * task.exact_match(model).float().mean().item())
+            exact.append(100 * task.exact_match(lambda inputs: model(inputs.to(device))).float().mean().item())
             model.train()
             bar.set_postfix(loss=f"{loss.item():.3f}", exact=f"{exact[-1]:.0f}%")
     model.eval()
