@@ -21,3 +21,6 @@ c.ServerApp.contents_manager_class = "shared_formgrader.NoContents"
 # Formgrader wants the course directory inside the server's root (the contents API has its own, empty).
 c.ServerApp.root_dir = os.environ["COURSE_DIRECTORY"]
 c.ServerApp.default_url = "/formgrader"
+# The hub stops a service with SIGINT, and a server with no one at its terminal would ask "Shut down? (y/[n])",
+# hear nothing and run on for the hub's 10 s before SIGTERM: it stops at the first SIGINT instead.
+c.ServerApp.answer_yes = True
