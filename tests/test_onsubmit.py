@@ -150,7 +150,8 @@ def test_a_hand_grade_is_republished_within_a_round_and_settles_the_late_penalty
         for listing in ("submission_dicts", "notebook_submission_dicts", "student_dicts"):
             monkeypatch.setattr(Gradebook, listing, getattr(Gradebook, listing))  # as it was, after this test
         monkeypatch.setattr(nbgrader.apps.api, "GenerateFeedback", nbgrader.apps.api.GenerateFeedback)
-        monkeypatch.setattr(nbgrader.apps.api.NbGraderAPI, "get_submission", nbgrader.apps.api.NbGraderAPI.get_submission)
+        api_class = nbgrader.apps.api.NbGraderAPI
+        monkeypatch.setattr(api_class, "get_submission", api_class.get_submission)
         monkeypatch.setattr(nbgrader.apps.generatefeedbackapp, "GenerateFeedback",
                             nbgrader.apps.generatefeedbackapp.GenerateFeedback)
         install()  # what the course directory's nbgrader_config.py does in Formgrader's process
