@@ -1265,6 +1265,8 @@ def test_stopping_make_hub_stops_what_it_started(tmp_path):
                 os.kill(pid, 9)
     after = log.read_bytes()[before:].decode(errors="replace")
     print(f"`make hub` stopped in {took:.1f} s")
-    assert not left and took < 20, f"`make hub` took {took:.0f} s to stop, left {left}:\n{after}"
+    # Everything stops and nothing is left; the time is printed, not a target (loaded CI with -n 2: about 37 s; alone:
+    # 2-8 s; before issue 45: 70-123 s). The bound only catches a stop that waits on the grading child's limit.
+    assert not left and took < 60, f"`make hub` took {took:.0f} s to stop, left {left}:\n{after}"
     assert "Traceback" not in after, after
     assert "stopped while grading learner1" in after, after
