@@ -296,6 +296,13 @@ def test_a_misspelt_extension_stops_the_grading_service_with_near_names(tmp_path
     assert (entry.status, entry.reason) == (QUEUED, WAITING)
     assert "'adda' (02_self_attention; near: ada)" in service.policy.problem
     assert "near: ada" in capsys.readouterr().out
+    submit(exchange, "adda", samples.reference(CHAPTER))  # a folder named after the typo, with the class known
+    os.environ["COURSE_LEARNERS"] = "ada"
+    try:
+        service.scan()
+        assert [e.status for e in service.ledger.of("adda")] == ["refused"] and service.term() is None
+    finally:
+        del os.environ["COURSE_LEARNERS"]
     service.scan()
     assert capsys.readouterr().out == ""  # logged once, not every round
     (root / "extensions.csv").write_text("student,chapter,due\nada,02,2026-11-23T00:00Z\n")

@@ -107,7 +107,9 @@ class Service:
         self.requeue_stale(SERVICE_RESTARTED)
         self.stopping = threading.Event()
         self.wake = threading.Event()  # a worker freed up, or stop(): dispatch now, not at the next poll
-        self.policy = PolicyFile(self.course_dir, term_file, lambda: {e.student for e in self.ledger.of()})
+        # the learners who submitted, not the names the identity gate refused (a learner's folder named after a typo)
+        self.policy = PolicyFile(self.course_dir, term_file,
+                                 lambda: {e.student for e in self.ledger.of() if e.status != REFUSED})
         self.publisher = Publisher(self)
 
     def term(self):

@@ -88,13 +88,17 @@ class FeedbackAsGraded(GenerateFeedback):
             write_course_csv(gb, Path(self.coursedir.root) / "grades.csv", late_policy(self.coursedir.root))
 
 
+def _less(score: float, penalty: float) -> float:
+    return round(max(0.0, score - penalty), 3)
+
+
 def _less_penalty(listing, penalties):
     """One of the gradebook's listings for Formgrader, each score less the late penalty settled in the gradebook."""
     def listed(gradebook, *args):
         rows = listing(gradebook, *args)
         taken = penalties(gradebook, *args)
         for row in rows:
-            row["score"] = round(max(0.0, row["score"] - taken.get(row.get("student", row.get("id")), 0.0)), 3)
+            row["score"] = _less(row["score"], taken.get(row.get("student", row.get("id")), 0.0))
         return rows
 
     listed.less_penalty = True
@@ -130,7 +134,7 @@ def _one_less_penalty(get_submission):
         if submission and submission.get("id") is not None:  # graded: the gradebook's submission, penalty settled
             with api.gradebook as gb:
                 taken = gb.find_submission(assignment_id, student_id).late_submission_penalty or 0.0
-            submission["score"] = round(max(0.0, submission["score"] - taken), 3)
+            submission["score"] = _less(submission["score"], taken)
         return submission
 
     return found
