@@ -260,3 +260,17 @@ def test_a_broken_registration_says_what_is_wrong(tmp_path):
         "auth_token_url": ISSUER, "key_set_url": ISSUER, "tool_private_key": "tool.pem"}))
     with pytest.raises(ValueError, match="auth_login_url must be a URL"):
         load_platform(tmp_path)
+
+
+def test_the_class_page_shows_scores_waiting_for_the_lms_as_data(lti, tmp_path):
+    from grader.classroom.lti.page import lms_section
+
+    course = tmp_path / "course"
+    outbox = Outbox(course)
+    outbox.update({("ada", "03_positional_encoding"): total("ada", pending=True)}, {"ada": "sub-ada"}, now=0.0)
+    outbox.flush(lambda assignment, want: (_ for _ in ()).throw(OSError("<script>alert(1)</script> down")), now=0.0)
+    outbox.save()
+    html = lms_section(course)
+    assert "1 score(s) not yet accepted" in html and "ada/03_positional_encoding" in html
+    assert "PendingManual" in html and "tried 1 time(s)" in html
+    assert "<script>" not in html and "&lt;script&gt;" in html

@@ -132,9 +132,12 @@ def test_a_hand_grade_is_republished_within_a_round_and_settles_the_late_penalty
     releases the learner's feedback and rewrites grades.csv; the late penalty of the new total is in the gradebook."""
     overdue = (datetime.now(timezone.utc) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     root, exchange = course(tmp_path, "", due=f'[due]\n"02" = {overdue}\n[late]\nper_day = 20')
+    sent = in_an_lms(tmp_path, monkeypatch, {"lms-ada": "ada"})
     service = Service(root, exchange, pool)
     folder = submit(exchange, "ada", samples.reference(CHAPTER))
     [entry] = service.step()
+    service.publisher.round()  # the service's next round: the graded total goes to the LMS, written answers pending
+    assert [(a, w["sub"], w["progress"]) for a, w in sent] == [(CHAPTER.assignment, "lms-ada", "PendingManual")]
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:  # Formgrader's grade and comment boxes
         for grade in gb.find_submission_notebook(CHAPTER.name, CHAPTER.assignment, "ada").grades:
             if grade.name.startswith("written_"):
@@ -169,6 +172,33 @@ def test_a_hand_grade_is_republished_within_a_round_and_settles_the_late_penalty
         assert heading in html and "Well argued." in html, page
     [row] = csv.DictReader((root / "grades.csv").open())
     assert float(row["score"]) == total.score and float(row["late_submission_penalty"]) == total.penalty
+    # the LMS gradebook (LTI AGS) got the same total from the same round, graded in full now
+    assert sent[-1] == (CHAPTER.assignment, {**sent[-1][1], "score": total.score, "progress": "FullyGraded"})
+
+
+def in_an_lms(tmp_path, monkeypatch, accounts: dict) -> list:
+    """The class registered with an LMS ($COURSE_LTI); what the grading service posts to its grade service,
+    recorded (grader.classroom.lti's own tests post through pylti1p3 to a stand-in platform)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    import grader.classroom.lti.outbox as outbox
+
+    folder = tmp_path / "lti"
+    folder.mkdir()
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (folder / "tool.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                        serialization.NoEncryption()))
+    lms = "https://lms.example.edu"
+    (folder / "platform.json").write_text(json.dumps({
+        "issuer": lms, "client_id": "c", "deployment_ids": ["d"], "auth_login_url": lms + "/auth",
+        "auth_token_url": lms + "/token", "key_set_url": lms + "/jwks", "tool_private_key": "tool.pem"}))
+    (folder / "accounts.json").write_text(json.dumps(accounts))
+    monkeypatch.setenv("COURSE_LTI", str(folder))
+    sent = []
+    monkeypatch.setattr(outbox, "AgsSender", lambda platform, context: lambda assignment, want: sent.append(
+        (assignment, want)))
+    return sent
 
 
 def test_min_time_between_attempts_and_score_only_before_the_due_date(tmp_path, pool):

@@ -20,6 +20,10 @@ Every setting a class changes comes from an environment variable, so the file it
                           service's class page, and answers regrade requests; no admin, no course directory
   COURSE_HUB_AUTHENTICATOR  pam (default: the machine's unix accounts) or dummy (a try-out: any user
                           name, one shared password COURSE_HUB_PASSWORD; never for a real class)
+  COURSE_LTI              the class's LTI 1.3 folder (platform.json, the tool's key, accounts.json, roster.json;
+                          guides/teaching.md: The course in your LMS): learners launch from the LMS
+                          (grader.classroom.lti.hub), its roster joins COURSE_LEARNERS and COURSE_GRADERS, and
+                          the grading service posts each chapter's total to the LMS gradebook
   COURSE_HUB_SPAWNER      local (default, a real class: each learner's server runs as their own unix user,
                           from the learners' environment; deploy/jupyterhub/setup-class.sh sets the machine up
                           and the hub refuses to start until it has) or simple (a try-out: every server
@@ -105,6 +109,19 @@ c.ConfigurableHTTPProxy.command = [str(proxy) if proxy.exists() else "configurab
 instructor = env("COURSE_INSTRUCTOR", "instructor")
 learners = {name.strip() for name in env("COURSE_LEARNERS", "").split(",") if name.strip()}
 graders = {name.strip() for name in env("COURSE_GRADERS", "").split(",") if name.strip()}
+lti = env("COURSE_LTI", "")
+if lti:  # the LMS's roster (NRPS, `python -m grader.classroom.lti roster`): its learners and TAs join the class
+    from grader.classroom.lti.platform import load_platform
+    from grader.classroom.lti.roster import roster_roles
+
+    try:
+        platform = load_platform(Path(lti))
+    except ValueError as err:
+        sys.exit(f"COURSE_LTI: {err}")
+    roster = roster_roles(Path(lti))
+    learners |= roster["learner"]
+    graders |= roster["grader"]
+    os.environ["COURSE_LEARNERS"] = ",".join(sorted(learners))  # the gate a launch passes (identity.the_class)
 if graders & (learners | {instructor}):
     sys.exit(f"COURSE_GRADERS: {', '.join(sorted(graders & (learners | {instructor})))} cannot be a grader and "
              "also a learner or the instructor (a grader sees the whole class; the instructor has more)")
@@ -114,7 +131,15 @@ if learners:
 else:
     c.Authenticator.allow_all = True  # everyone the authenticator lets in (PAM: the machine's accounts)
 
-if env("COURSE_HUB_AUTHENTICATOR", "pam") == "dummy":
+if lti:  # a learner comes from the LMS, already logged in there (grader.classroom.lti.hub)
+    c.JupyterHub.authenticator_class = "grader.classroom.lti.hub.CourseLTIAuthenticator"
+    c.CourseLTIAuthenticator.lti_folder = lti
+    c.CourseLTIAuthenticator.staff = {instructor, *graders}
+    c.CourseLTIAuthenticator.issuer = platform.issuer
+    c.CourseLTIAuthenticator.client_id = {platform.client_id}
+    c.CourseLTIAuthenticator.authorize_url = platform.auth_login_url
+    c.CourseLTIAuthenticator.jwks_endpoint = platform.key_set_url
+elif env("COURSE_HUB_AUTHENTICATOR", "pam") == "dummy":
     if not env("COURSE_HUB_PASSWORD"):
         sys.exit("COURSE_HUB_AUTHENTICATOR=dummy needs COURSE_HUB_PASSWORD (the one password of the try-out)")
     c.JupyterHub.authenticator_class = "dummy"
@@ -212,7 +237,8 @@ if env("COURSE_GRADING_SERVICE", "on") != "off":
         "timeout": 120,  # seconds to answer: it starts its warm pool (torch) first; JupyterHub's 10 s is short
         # COURSE_LEARNERS: the class every submission's learner and accommodation must be in (grader.classroom.identity)
         "environment": {"PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}", "MPLBACKEND": "Agg",
-                        "COURSE_EXCHANGE_ROOT": exchange, "COURSE_LEARNERS": ",".join(sorted(learners))},
+                        "COURSE_EXCHANGE_ROOT": exchange, "COURSE_LEARNERS": ",".join(sorted(learners)),
+                        "COURSE_LTI": lti},  # it posts each total to the LMS gradebook (grader.classroom.lti.outbox)
     }
     if not simple:
         service["cwd"] = course_path  # setup-class.sh made it; the hub's own folder is root's alone

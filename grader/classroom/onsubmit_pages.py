@@ -264,14 +264,14 @@ HIDDEN_TERMS = "an accommodation (its terms are the instructor's: term.toml's [g
 def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", problem: str | None = None,
                batch: dict | None = None, requests: list | None = None, accommodations: dict | None = None,
                xsrf: str = "", contexts: dict | None = None, accommodation_terms: bool = True,
-               extensions: dict | None = None, mistakes: dict | None = None) -> str:
+               extensions: dict | None = None, mistakes: dict | None = None, lms: str = "") -> str:
     """The instructor's view: the queue; per learner and chapter the gradebook's total (grader.classroom.total:
     hand grades, regrades, learners graded in batch), else the counted attempt's score, linked to its
     feedback (`batch`: (student, assignment) -> the feedback file of a learner graded in batch, served by
     batch_key); held, refused and failed submissions; `problem`: the term file's error, while it has one;
     the regrade requests (grader.classroom.requests) with their `contexts` and a form to answer each open one
     (`xsrf`: its token field), and each learner's accommodations (grader.classroom.accommodations;
-    `accommodation_terms`: with their terms)."""
+    `accommodation_terms`: with their terms); `lms`: the scores waiting for the LMS (grader.classroom.lti.page)."""
     entries, totals, batch = ledger.of(), totals or {}, batch or {}
     waiting = [e for e in entries if e.status in (QUEUED, GRADING)]
     students = sorted({e.student for e in entries} | {s for s, _ in totals})
@@ -308,7 +308,7 @@ def class_page(ledger: Ledger, totals: dict | None = None, base: str = "", probl
                 + _requests_section(requests or [], base, xsrf, contexts)
                 + _accommodations_section(accommodations or {}, accommodation_terms)
                 + _extensions_section(extensions or {}, accommodations or {}, accommodation_terms)
-                + _mistakes_section(mistakes or {}))
+                + _mistakes_section(mistakes or {}) + lms)
 
 
 def _mistakes_section(mistakes: dict) -> str:

