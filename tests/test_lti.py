@@ -189,6 +189,8 @@ def test_the_hub_user_is_the_lms_stable_id_through_the_gate(lti, monkeypatch):
 def test_a_launch_from_a_chapters_link_lands_on_that_chapter():
     assert landing({CLAIM + "custom": {"chapter": "03"}}) == (
         "user-redirect/lab/tree/03_positional_encoding/positional_encoding.ipynb")
+    assert landing({CLAIM + "target_link_uri": "https://hub.example.edu/hub/?chapter=9"}) == (
+        "user-redirect/lab/tree/09_llama_modern/llama_modern.ipynb")
     assert landing({CLAIM + "custom": {"chapter": "../../etc"}}) is None
     assert landing({}) is None
 

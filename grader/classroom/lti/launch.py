@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import jwt
 
@@ -154,9 +155,13 @@ def hub_user(claims: dict, accounts: dict[str, str], staff: set[str]) -> str:
 
 def landing(claims: dict) -> str | None:
     """Where a launch from a chapter's resource link lands: that chapter's notebook (the link's custom
-    parameter chapter=NN, a known chapter only, so never a path the LMS chose); None for the hub's home."""
+    parameter chapter=NN, or its URL's ?chapter=NN; a known chapter only, so never a path the LMS chose);
+    None for the hub's home."""
     custom = claims.get(CUSTOM) or {}
     key = custom.get("chapter") if isinstance(custom, dict) else None
+    if not isinstance(key, str):
+        target = claims.get(CLAIM + "target_link_uri")
+        key = parse_qs(urlparse(target).query).get("chapter", [None])[0] if isinstance(target, str) else None
     if not isinstance(key, str):
         return None
     try:
