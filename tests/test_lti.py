@@ -276,3 +276,23 @@ def test_the_class_page_shows_scores_waiting_for_the_lms_as_data(lti, tmp_path):
     assert "1 score(s) not yet accepted" in html and "ada/03_positional_encoding" in html
     assert "PendingManual" in html and "tried 1 time(s)" in html
     assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_a_chapters_own_lms_column_gets_its_score(lti, platform_server, tmp_path):
+    """A launch from a chapter's link (a Canvas assignment) names its line item: the chapter's score goes there,
+    not to a new column; a refused launch records nothing (save_context runs only after the checks)."""
+    from grader.classroom.lti.context import load_context, save_context
+
+    column = platform_server.url + "/lineitems/canvas-assignment-7"
+    ags = {"lineitems": platform_server.url + "/lineitems", "lineitem": column,
+           "scope": ["https://purl.imsglobal.org/spec/lti-ags/scope/score"]}
+    claims = jwt.decode(id_token(**{"https://purl.imsglobal.org/spec/lti-ags/claim/endpoint": ags})[0],
+                        options={"verify_signature": False})
+    save_context(lti.folder, claims)
+    context = load_context(lti.folder)
+    assert context["chapter_lineitems"] == {"03_positional_encoding": column}
+    send = AgsSender(lti, context)
+    send("03_positional_encoding", {"sub": "sub-ada", "score": 7.0, "max_score": 10.0, "progress": "FullyGraded",
+                                    "timestamp": "2026-11-28T22:00:00+00:00"})
+    assert [path for path, _ in platform_server.state["scores"]] == ["canvas-assignment-7"]
+    assert platform_server.state["lineitems"] == {}  # no new column

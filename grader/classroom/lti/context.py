@@ -6,16 +6,22 @@ import json
 import os
 from pathlib import Path
 
-from grader.classroom.lti.launch import AGS, NRPS
+from grader.classroom.lti.launch import AGS, NRPS, chapter_of
 
 
 def save_context(folder: Path, claims: dict) -> None:
-    """Keep the service URLs of a verified launch (only a verified one: a refusal records nothing)."""
+    """Keep the service URLs of a verified launch (only a verified one: a refusal records nothing), and the line
+    item of the chapter its link names (a Canvas assignment or a Moodle activity has its own: the score goes
+    there, not to a new column)."""
     ags, nrps = claims.get(AGS) or {}, claims.get(NRPS) or {}
-    found = {"lineitems": ags.get("lineitems"), "scope": ags.get("scope") or [],
-             "context_memberships_url": nrps.get("context_memberships_url")}
-    found = {key: value for key, value in found.items() if value}
-    if not found or load_context(folder) == found:
+    before = load_context(folder)
+    found = {**before, **{key: value for key, value in (
+        ("lineitems", ags.get("lineitems")), ("scope", ags.get("scope")),
+        ("context_memberships_url", nrps.get("context_memberships_url"))) if value}}
+    chapter = chapter_of(claims)
+    if chapter is not None and isinstance(ags.get("lineitem"), str):
+        found["chapter_lineitems"] = {**before.get("chapter_lineitems", {}), chapter.assignment: ags["lineitem"]}
+    if found == before:
         return
     temp = folder / "context.json.new"
     temp.write_text(json.dumps(found, indent=1))

@@ -153,10 +153,9 @@ def hub_user(claims: dict, accounts: dict[str, str], staff: set[str]) -> str:
         raise LaunchRefused(str(err)) from None
 
 
-def landing(claims: dict) -> str | None:
-    """Where a launch from a chapter's resource link lands: that chapter's notebook (the link's custom
-    parameter chapter=NN, or its URL's ?chapter=NN; a known chapter only, so never a path the LMS chose);
-    None for the hub's home."""
+def chapter_of(claims: dict):
+    """The chapter a launch's resource link names (its custom parameter chapter=NN, or its URL's ?chapter=NN;
+    a known chapter only, so never a path the LMS chose), or None."""
     custom = claims.get(CUSTOM) or {}
     key = custom.get("chapter") if isinstance(custom, dict) else None
     if not isinstance(key, str):
@@ -165,7 +164,12 @@ def landing(claims: dict) -> str | None:
     if not isinstance(key, str):
         return None
     try:
-        chapter = find_chapter(key)
+        return find_chapter(key)
     except ValueError:
         return None
-    return f"user-redirect/lab/tree/{chapter.assignment}/{chapter.notebook_name}"
+
+
+def landing(claims: dict) -> str | None:
+    """Where a launch lands: the notebook of the chapter its link names; None for the hub's home."""
+    chapter = chapter_of(claims)
+    return f"user-redirect/lab/tree/{chapter.assignment}/{chapter.notebook_name}" if chapter else None

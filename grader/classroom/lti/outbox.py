@@ -117,18 +117,21 @@ def _admitted(student: str) -> bool:
 
 
 class AgsSender:
-    """pylti1p3's Assignment and Grade Services client: each chapter a line item (tag = the chapter), found or
-    created once, then the learner's score posted to it. pylti1p3 signs the token request with the tool's key."""
+    """pylti1p3's Assignment and Grade Services client: each chapter a line item, the one its LMS link came with
+    (context.json's chapter_lineitems), else one tagged with the chapter, found or created once; then the
+    learner's score posted to it. pylti1p3 signs the token request with the tool's key."""
 
     def __init__(self, platform, context: dict):
         from pylti1p3.assignments_grades import AssignmentsGradesService
+        from pylti1p3.lineitem import LineItem
         from pylti1p3.service_connector import ServiceConnector
 
-        if not context.get("lineitems"):
+        if not context.get("lineitems") and not context.get("chapter_lineitems"):
             raise ValueError("no LMS grade service yet: launch the tool once from the LMS course")
         self.ags = AssignmentsGradesService(ServiceConnector(platform.registration()),
-                                            {"scope": context.get("scope", []), "lineitems": context["lineitems"]})
-        self.lineitems = {}
+                                            {"scope": context.get("scope", []), "lineitems": context.get("lineitems")})
+        linked = context.get("chapter_lineitems", {})
+        self.lineitems = {chapter: LineItem({"id": url}) for chapter, url in linked.items()}
 
     def __call__(self, assignment: str, want: dict) -> None:
         from pylti1p3.grade import Grade
