@@ -2,13 +2,31 @@
 standard: a minimal pylti1p3 tool, here, accepts a launch from it in Chromium, posts an AGS score to its line item
 and reads its NRPS roster; the platform records the score in its gradebook. The course's own tool (grader's LTI
 package) is tested against the same platform elsewhere; this proves the platform."""
+import datetime
 import json
 import urllib.parse
 import urllib.request
 
 import pytest
+import tornado.ioloop
+import tornado.web
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.lti_platform import Tool, lti_platform
+from tests.test_browser import chromium, serving, wait_for
+
+pylti1p3 = pytest.importorskip("pylti1p3", reason="pylti1p3 comes with the hub extra (make hub-setup)")
+from pylti1p3.cookie import CookieService  # noqa: E402
+from pylti1p3.exception import LtiException  # noqa: E402
+from pylti1p3.grade import Grade  # noqa: E402
+from pylti1p3.message_launch import MessageLaunch  # noqa: E402
+from pylti1p3.oidc_login import OIDCLogin  # noqa: E402
+from pylti1p3.redirect import Redirect  # noqa: E402
+from pylti1p3.registration import Registration  # noqa: E402
+from pylti1p3.request import Request  # noqa: E402
+from pylti1p3.session import SessionService  # noqa: E402
+from pylti1p3.tool_config import ToolConfDict  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -41,3 +59,159 @@ def test_platform_registers_the_tool_serves_its_keys_and_stops():
     assert process.poll() is not None, "the platform still runs after the block"
     with pytest.raises(OSError):
         urllib.request.urlopen(url, timeout=2)
+
+
+# A minimal LTI 1.3 tool on pylti1p3's generic classes, served by tornado: just enough to accept a launch, post one
+# AGS score for the launched user and read the NRPS roster (what a tool library does; the course's tool is elsewhere).
+SESSION: dict = {}  # one browser: the tool keeps one session
+
+
+class ToolRequest(Request):
+    def __init__(self, handler):
+        self.handler = handler
+
+    @property
+    def session(self):
+        return SESSION
+
+    def is_secure(self) -> bool:
+        return False
+
+    def get_param(self, key: str):
+        return self.handler.get_argument(key, None)
+
+
+class ToolCookies(CookieService):
+    def __init__(self, handler):
+        self.handler = handler
+
+    def get_cookie(self, name):
+        return self.handler.get_cookie(f"{self._cookie_prefix}-{name}")
+
+    def set_cookie(self, name, value, exp=3600):
+        self.handler.set_cookie(f"{self._cookie_prefix}-{name}", str(value), path="/", httponly=True)
+
+
+class ToolRedirect(Redirect):
+    def __init__(self, handler, location):
+        self.handler, self.location = handler, location
+
+    def do_redirect(self):
+        self.handler.redirect(self.location)
+
+    def do_js_redirect(self):
+        self.do_redirect()
+
+    def set_redirect_url(self, location):
+        self.location = location
+
+    def get_redirect_url(self):
+        return self.location
+
+
+class ToolLogin(OIDCLogin):
+    def __init__(self, handler, config):
+        request = ToolRequest(handler)
+        super().__init__(request, config, SessionService(request), ToolCookies(handler))
+        self.handler = handler
+
+    def get_redirect(self, url):
+        return ToolRedirect(self.handler, url)
+
+    def get_response(self, html):
+        self.handler.write(html)
+
+
+class ToolLaunch(MessageLaunch):
+    def __init__(self, handler, config):
+        request = ToolRequest(handler)
+        super().__init__(request, config, SessionService(request), ToolCookies(handler))
+
+    def _get_request_param(self, key):
+        return self._request.get_param(key)
+
+
+def minimal_tool(config: dict, launches: list):
+    """The tool's tornado application; `config` is filled once the platform has given its values."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()).decode()
+    public_pem = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+    def tool_config():
+        platform = config["platform"]
+        conf = ToolConfDict({platform.issuer: [{
+            "default": True, "client_id": platform.client_id, "auth_login_url": platform.auth_login_url,
+            "auth_token_url": platform.auth_token_url, "key_set_url": platform.jwks_url,
+            "deployment_ids": [platform.deployment_id]}]})
+        conf.set_private_key(platform.issuer, private_pem, client_id=platform.client_id)
+        conf.set_public_key(platform.issuer, public_pem, client_id=platform.client_id)
+        return conf
+
+    class Login(tornado.web.RequestHandler):
+        def get(self):
+            ToolLogin(self, tool_config()).redirect(self.get_argument("target_link_uri"))
+
+        post = get
+
+    class Launch(tornado.web.RequestHandler):
+        async def post(self):
+            # Blocking calls back to the platform (token, AGS, NRPS; the platform fetches our JWKS meanwhile)
+            # run off the event loop.
+            try:
+                done = await tornado.ioloop.IOLoop.current().run_in_executor(None, self.launch)
+            except (LtiException, OSError, KeyError, ValueError) as error:  # shown on the page, not after a timeout
+                done = f"refused: {type(error).__name__}: {error}"
+            self.write({"done": done})
+
+        def launch(self):
+            launch = ToolLaunch(self, tool_config())
+            data = launch.get_launch_data()
+            grade = (Grade().set_score_given(7).set_score_maximum(10).set_user_id(data["sub"])
+                     .set_timestamp(datetime.datetime.now(datetime.timezone.utc).isoformat())
+                     .set_activity_progress("Completed").set_grading_progress("FullyGraded")
+                     .set_comment("posted by the minimal tool"))
+            launch.get_ags().put_grade(grade)
+            launches.append({"data": data, "members": launch.get_nrps().get_members()})
+            return f"launched {data['sub']}"
+
+    class Keys(tornado.web.RequestHandler):
+        def get(self):
+            self.write({"keys": [Registration.get_jwk(public_pem)]})
+
+    return tornado.web.Application([("/login", Login), ("/launch", Launch), ("/jwks", Keys)])
+
+
+def test_a_standard_tool_is_launched_posts_a_score_and_reads_the_roster(tmp_path):
+    config, launches = {}, []
+    with serving(minimal_tool(config, launches)) as tool_url:
+        tool = Tool(login_url=f"{tool_url}/login", launch_url=f"{tool_url}/launch", jwks_url=f"{tool_url}/jwks")
+        with lti_platform(tool, chapters=["01_attention", "02_transformer"]) as platform:
+            config["platform"] = platform
+            ann = platform.add_user("ann", role="student", name="Ann Lee", email="ann@example.org")
+            ta = platform.add_user("tim", role="Community TA", name="Tim Ta", email="tim@example.org")
+            with chromium(tmp_path / "chrome", "the LTI platform's launch") as page:
+                page.send("Page.navigate", url=platform.launch_url("ann", "02_transformer"))
+                done = wait_for(lambda: page.js("document.body && document.body.innerText.includes('done') "
+                                                "&& JSON.parse(document.body.innerText).done"), 60,
+                                "the tool's page after the launch")
+                assert done == f"launched {ann}", platform.log()
+            posted = platform.scores("ann", "02_transformer")
+            assert platform.scores("ann", "01_attention") == {"scores": [], "gradebook": None}
+    (launch,) = launches
+    claims = launch["data"]
+    assert claims["sub"] == ann and claims["iss"] == platform.issuer and claims["aud"] == platform.client_id
+    link = platform.chapters["02_transformer"]
+    assert claims["https://purl.imsglobal.org/spec/lti/claim/resource_link"]["id"] == link.resource_link_id
+    assert claims["https://purl.imsglobal.org/spec/lti/claim/context"]["id"] == platform.context_id
+    assert "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner" in claims[
+        "https://purl.imsglobal.org/spec/lti/claim/roles"]
+    assert claims["https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"]["lineitem"] == link.lineitem_url
+    assert [s["score_given"] for s in posted["scores"]] == [7] and posted["scores"][0]["score_maximum"] == 10
+    assert posted["scores"][0]["grading_progress"] == "FullyGraded"
+    assert posted["gradebook"] == {"score": 0.7, "max_score": 1.0, "comment": "posted by the minimal tool"}
+    roles = {m["user_id"]: set(m["roles"]) for m in launch["members"]}
+    assert roles == {ann: {"http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"},
+                     ta: {"http://purl.imsglobal.org/vocab/lis/v2/membership#Learner",
+                          "http://purl.imsglobal.org/vocab/lis/v2/membership/Instructor#TeachingAssistant"}}
