@@ -12,7 +12,10 @@ port of 127.0.0.1, in a fresh temporary database, from its own virtualenv (`make
         platform.memberships("01_attention")       # the roster NRPS serves
 
 The tool's side stays outside: nothing here imports the course's own LTI code. tests/lti_platform_site/ is the
-Django site that hosts lti_consumer (it answers the few calls lti_consumer makes into edx-platform)."""
+Django site that hosts lti_consumer in place of the LMS: lti_consumer's launch, token, keyset, AGS and NRPS views
+and models run unchanged; the site answers the few calls they make into edx-platform (course members, external
+user ids, the block a score is published to: host/apps.py). xblock-sdk's workbench is not used: it renders the
+block, but lti_consumer's LTI 1.3 views make those same edx-platform calls, which the workbench lacks."""
 from __future__ import annotations
 
 import contextlib
@@ -34,7 +37,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "tests" / "lti_platform_site"
 PYTHON = Path(os.environ.get("COURSE_LTI_PLATFORM_VENV", ROOT / ".lti-platform" / "venv")) / "bin" / "python"
 COURSE = "course-v1:TransformersCourse+T1+2026"
-ROLES = ("student", "staff", "instructor", "Community TA")  # Open edX course roles; NRPS maps them to LIS roles
 
 
 @dataclass(frozen=True)
@@ -82,9 +84,9 @@ class Platform:
             raise ValueError(f"the LTI platform refused {action} {body}: {error.read().decode()}") from None
 
     def add_user(self, username: str, role: str = "student", name: str = "", email: str = "") -> str:
-        """A course member; returns the stable id the platform sends as `sub` (and NRPS as user_id)."""
-        if role not in ROLES:
-            raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+        """A course member with an Open edX course role (student, staff, instructor, Community TA: the launch and
+        NRPS map them to LIS roles, a Community TA to Learner and TeachingAssistant); returns the stable id the
+        platform sends as `sub` (and NRPS as user_id)."""
         return self._call("users", username=username, role=role, name=name, email=email)["user_id"]
 
     def launch_url(self, username: str, chapter: str) -> str:
@@ -94,8 +96,9 @@ class Platform:
         return self._call("launch", username=username, chapter=chapter)["url"]
 
     def scores(self, username: str, chapter: str) -> dict:
-        """{"scores": [each AGS score the tool posted, oldest first], "gradebook": the grade the platform published
-        from them ({score as a fraction, max_score, comment}) or None}."""
+        """{"scores": [the AGS score the tool posted: lti_consumer keeps the latest per learner and line item],
+        "gradebook": the grade the platform published from a FullyGraded score ({score as a fraction, max_score,
+        comment}), or None}."""
         return self._call("scores", username=username, chapter=chapter)
 
     def memberships(self, chapter: str) -> dict:

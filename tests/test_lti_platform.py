@@ -131,6 +131,12 @@ class ToolLaunch(MessageLaunch):
         return self._request.get_param(key)
 
 
+def score(sub: str, activity: str, grading: str, given: float | None = None) -> Grade:
+    grade = (Grade().set_user_id(sub).set_activity_progress(activity).set_grading_progress(grading)
+             .set_timestamp(datetime.datetime.now(datetime.timezone.utc).isoformat()))
+    return grade if given is None else grade.set_score_given(given).set_score_maximum(10).set_comment("hand-graded")
+
+
 def minimal_tool(config: dict, launches: list):
     """The tool's tornado application; `config` is filled once the platform has given its values."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -168,12 +174,8 @@ def minimal_tool(config: dict, launches: list):
         def launch(self):
             launch = ToolLaunch(self, tool_config())
             data = launch.get_launch_data()
-            grade = (Grade().set_score_given(7).set_score_maximum(10).set_user_id(data["sub"])
-                     .set_timestamp(datetime.datetime.now(datetime.timezone.utc).isoformat())
-                     .set_activity_progress("Completed").set_grading_progress("FullyGraded")
-                     .set_comment("posted by the minimal tool"))
-            launch.get_ags().put_grade(grade)
-            launches.append({"data": data, "members": launch.get_nrps().get_members()})
+            launch.get_ags().put_grade(score(data["sub"], "Submitted", "PendingManual"))
+            launches.append({"launch": launch, "data": data, "members": launch.get_nrps().get_members()})
             return f"launched {data['sub']}"
 
     class Keys(tornado.web.RequestHandler):
@@ -197,7 +199,10 @@ def test_a_standard_tool_is_launched_posts_a_score_and_reads_the_roster(tmp_path
                                                 "&& JSON.parse(document.body.innerText).done"), 60,
                                 "the tool's page after the launch")
                 assert done == f"launched {ann}", platform.log()
-            posted = platform.scores("ann", "02_transformer")
+            pending = platform.scores("ann", "02_transformer")
+            # Later (a TA's hand grade), the tool posts the final score through the same launch's AGS service.
+            launches[0]["launch"].get_ags().put_grade(score(ann, "Completed", "FullyGraded", given=7))
+            final = platform.scores("ann", "02_transformer")
             assert platform.scores("ann", "01_attention") == {"scores": [], "gradebook": None}
     (launch,) = launches
     claims = launch["data"]
@@ -208,9 +213,13 @@ def test_a_standard_tool_is_launched_posts_a_score_and_reads_the_roster(tmp_path
     assert "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner" in claims[
         "https://purl.imsglobal.org/spec/lti/claim/roles"]
     assert claims["https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"]["lineitem"] == link.lineitem_url
-    assert [s["score_given"] for s in posted["scores"]] == [7] and posted["scores"][0]["score_maximum"] == 10
-    assert posted["scores"][0]["grading_progress"] == "FullyGraded"
-    assert posted["gradebook"] == {"score": 0.7, "max_score": 1.0, "comment": "posted by the minimal tool"}
+    # Pending is recorded as pending (no score, nothing in the gradebook), not as 0.
+    assert [(s["score_given"], s["grading_progress"]) for s in pending["scores"]] == [(None, "PendingManual")]
+    assert pending["gradebook"] is None
+    # lti_consumer keeps one score per learner and line item: the latest.
+    assert [(s["score_given"], s["score_maximum"], s["grading_progress"]) for s in final["scores"]] == [
+        (7, 10, "FullyGraded")]
+    assert final["gradebook"] == {"score": 0.7, "max_score": 1.0, "comment": "hand-graded"}
     roles = {m["user_id"]: set(m["roles"]) for m in launch["members"]}
     assert roles == {ann: {"http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"},
                      ta: {"http://purl.imsglobal.org/vocab/lis/v2/membership#Learner",
