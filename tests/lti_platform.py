@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_browser import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "tests" / "lti_platform_site"
 PYTHON = Path(os.environ.get("COURSE_LTI_PLATFORM_VENV", ROOT / ".lti-platform" / "venv")) / "bin" / "python"
@@ -118,13 +120,6 @@ def require_platform() -> Path:
     return PYTHON
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def lti_platform(tool: Tool, chapters=("01_attention",), score_maximum: float = 100):
     """The running platform with `tool` registered and one resource link per chapter; stopped (its process group
@@ -136,7 +131,7 @@ def lti_platform(tool: Tool, chapters=("01_attention",), score_maximum: float = 
             "course": COURSE, "login_url": tool.login_url, "launch_url": tool.launch_url,
             "jwks_url": tool.jwks_url, "public_key": tool.public_key, "chapters": list(chapters),
             "score_maximum": score_maximum}))
-        url, key = f"http://127.0.0.1:{_free_port()}", secrets.token_urlsafe(24)
+        url, key = f"http://127.0.0.1:{free_port()}", secrets.token_urlsafe(24)
         env = {**os.environ, "LTI_PLATFORM_STATE": str(state), "LTI_PLATFORM_URL": url, "LTI_PLATFORM_KEY": key}
         with open(state / "server.log", "wb") as log:
             process = subprocess.Popen([str(python), str(SITE / "serve.py")], cwd=state, env=env, stdout=log,

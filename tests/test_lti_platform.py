@@ -12,21 +12,19 @@ import tornado.ioloop
 import tornado.web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from pylti1p3.cookie import CookieService
+from pylti1p3.exception import LtiException
+from pylti1p3.grade import Grade
+from pylti1p3.message_launch import MessageLaunch
+from pylti1p3.oidc_login import OIDCLogin
+from pylti1p3.redirect import Redirect
+from pylti1p3.registration import Registration
+from pylti1p3.request import Request
+from pylti1p3.session import SessionService
+from pylti1p3.tool_config import ToolConfDict
 
 from tests.lti_platform import Tool, lti_platform
 from tests.test_browser import chromium, serving, wait_for
-
-pylti1p3 = pytest.importorskip("pylti1p3", reason="pylti1p3 comes with the hub extra (make hub-setup)")
-from pylti1p3.cookie import CookieService  # noqa: E402
-from pylti1p3.exception import LtiException  # noqa: E402
-from pylti1p3.grade import Grade  # noqa: E402
-from pylti1p3.message_launch import MessageLaunch  # noqa: E402
-from pylti1p3.oidc_login import OIDCLogin  # noqa: E402
-from pylti1p3.redirect import Redirect  # noqa: E402
-from pylti1p3.registration import Registration  # noqa: E402
-from pylti1p3.request import Request  # noqa: E402
-from pylti1p3.session import SessionService  # noqa: E402
-from pylti1p3.tool_config import ToolConfDict  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
