@@ -43,11 +43,16 @@ COURSE = "course-v1:TransformersCourse+T1+2026"
 
 @dataclass(frozen=True)
 class Tool:
-    """What an LMS administrator pastes when registering the tool: its URLs and its key (a JWKS URL or a PEM)."""
+    """What an LMS administrator pastes when registering the tool: its URLs and its key (a JWKS URL or a PEM).
+
+    `launch_url` is the redirect URI the id_token is posted to; `target_link_uri` is where a launch from a chapter
+    means to land ("{chapter}" in it is replaced by the chapter's name; default: `launch_url`), as JupyterHub's
+    ltiauthenticator has them (its oauth_callback, and the page to go to next)."""
     login_url: str
     launch_url: str
     jwks_url: str = ""
     public_key: str = ""
+    target_link_uri: str = ""
 
     def __post_init__(self):
         if not (self.jwks_url or self.public_key):
@@ -130,6 +135,7 @@ def lti_platform(tool: Tool, chapters=("01_attention",), score_maximum: float = 
         (state / "tool.json").write_text(json.dumps({
             "course": COURSE, "login_url": tool.login_url, "launch_url": tool.launch_url,
             "jwks_url": tool.jwks_url, "public_key": tool.public_key, "chapters": list(chapters),
+            "target_link_uri": tool.target_link_uri or tool.launch_url,
             "score_maximum": score_maximum}))
         url, key = f"http://127.0.0.1:{free_port()}", secrets.token_urlsafe(24)
         env = {**os.environ, "LTI_PLATFORM_STATE": str(state), "LTI_PLATFORM_URL": url, "LTI_PLATFORM_KEY": key}

@@ -155,7 +155,7 @@ def minimal_tool(config: dict, launches: list):
 
     class Login(tornado.web.RequestHandler):
         def get(self):
-            ToolLogin(self, tool_config()).redirect(self.get_argument("target_link_uri"))
+            ToolLogin(self, tool_config()).redirect(f"{config['url']}/launch")
 
         post = get
 
@@ -186,7 +186,9 @@ def minimal_tool(config: dict, launches: list):
 def test_a_standard_tool_is_launched_posts_a_score_and_reads_the_roster(tmp_path):
     config, launches = {}, []
     with serving(minimal_tool(config, launches)) as tool_url:
-        tool = Tool(login_url=f"{tool_url}/login", launch_url=f"{tool_url}/launch", jwks_url=f"{tool_url}/jwks")
+        config["url"] = tool_url
+        tool = Tool(login_url=f"{tool_url}/login", launch_url=f"{tool_url}/launch", jwks_url=f"{tool_url}/jwks",
+                    target_link_uri=f"{tool_url}/chapters/{{chapter}}")
         with lti_platform(tool, chapters=["01_attention", "02_transformer"]) as platform:
             config["platform"] = platform
             ann = platform.add_user("ann", role="student", name="Ann Lee", email="ann@example.org")
@@ -208,6 +210,7 @@ def test_a_standard_tool_is_launched_posts_a_score_and_reads_the_roster(tmp_path
     link = platform.chapters["02_transformer"]
     assert claims["https://purl.imsglobal.org/spec/lti/claim/resource_link"]["id"] == link.resource_link_id
     assert claims["https://purl.imsglobal.org/spec/lti/claim/context"]["id"] == platform.context_id
+    assert claims["https://purl.imsglobal.org/spec/lti/claim/target_link_uri"] == f"{tool_url}/chapters/02_transformer"
     assert "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner" in claims[
         "https://purl.imsglobal.org/spec/lti/claim/roles"]
     assert claims["https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"]["lineitem"] == link.lineitem_url

@@ -34,7 +34,9 @@ def register(tool):
         location = course.make_usage_key("lti_consumer", chapter)
         config = LtiConfiguration.objects.create(
             location=location, version=LtiConfiguration.LTI_1P3, config_store=LtiConfiguration.CONFIG_ON_DB,
-            lti_1p3_passport=passport, lti_1p3_oidc_url=tool["login_url"], lti_1p3_launch_url=tool["launch_url"],
+            lti_1p3_passport=passport, lti_1p3_oidc_url=tool["login_url"],
+            # lti_consumer sends its launch URL as target_link_uri, and posts the id_token to a registered redirect URI.
+            lti_1p3_launch_url=tool["target_link_uri"].replace("{chapter}", chapter),
             lti_1p3_redirect_uris=[tool["launch_url"]],
             lti_advantage_ags_mode=LtiConfiguration.LTI_ADVANTAGE_AGS_DECLARATIVE, lti_advantage_enable_nrps=True)
         line_item = LtiAgsLineItem.objects.create(
