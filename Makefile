@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab lab-zh demo lint sources test test-integration bench build release site clean hub hub-setup
+.PHONY: setup lab lab-zh demo lint sources test test-integration bench build release site clean hub hub-setup lti-platform-setup
 
 setup: $(STAMP)
 
@@ -41,7 +41,7 @@ test: setup lint sources
 
 # The class end to end on real servers (JupyterHub, PostgreSQL, a Dask cluster): minutes each, so
 # kept out of `make test` (about 36 minutes on 2 cores: some 2,230 tests, 34 min of pytest, the website's cold build included); .ci/run runs both.
-test-integration: sources hub-setup
+test-integration: sources hub-setup lti-platform-setup
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m integration
 
 # JupyterHub from PyPI into .venv, configurable-http-proxy from npm into .hub/ (the npm and node
@@ -59,6 +59,21 @@ $(HUB_STAMP): $(STAMP)
 $(PROXY):
 	mkdir -p .hub
 	npm install --prefix .hub --no-audit --no-fund --loglevel=error configurable-http-proxy@$(CHP_VERSION)
+
+# The LTI 1.3 platform the integration tests launch the hub from (tests/lti_platform.py): Open edX's
+# lti-consumer-xblock from PyPI, pinned, in its own virtualenv (its Django stays out of .venv). About 40 s to
+# install once; each test's platform then starts in about 6 s (migrations of a fresh SQLite database).
+LTI_PLATFORM_VENV  := .lti-platform/venv
+LTI_PLATFORM_STAMP := $(LTI_PLATFORM_VENV)/.installed
+LTI_PLATFORM_REQS  := tests/lti_platform_site/requirements.txt
+
+lti-platform-setup: $(LTI_PLATFORM_STAMP)
+
+$(LTI_PLATFORM_STAMP): $(LTI_PLATFORM_REQS)
+	test -x $(LTI_PLATFORM_VENV)/bin/python || $(PYTHON) -m venv $(LTI_PLATFORM_VENV)
+	$(LTI_PLATFORM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LTI_PLATFORM_VENV)/bin/python -m pip install -q --no-deps -r $(LTI_PLATFORM_REQS)
+	touch $(LTI_PLATFORM_STAMP)
 
 # A try-out class on this machine: deploy/jupyterhub/ with the simple spawner and one password, on a
 # free port (HUB_PORT=8000 to choose; the hub's API on HUB_API_PORT, default 8081), learners HUB_LEARNERS,
@@ -92,4 +107,4 @@ site: setup
 	$(BIN)/python -m grader.website
 
 clean:
-	rm -rf $(VENV) build .pytest_cache test-output .hub site grader/source grader/source-* grader/.build.lock
+	rm -rf $(VENV) build .pytest_cache test-output .hub .lti-platform site grader/source grader/source-* grader/.build.lock
