@@ -228,17 +228,20 @@ def run(job: dict, conn) -> None:
         shell, publisher, errors = _shell(job["dir"])
         _send(conn, {"kind": "shell", "seconds": round(time.perf_counter() - started, 3)})
         trusted, judged = _snapshot(), {}
+        cpu = {"shell": time.process_time(), "cells": 0.0, "tests": 0.0}  # this process's CPU: a profile's figures
         for index, cell in enumerate(job["cells"]):
             if cell["kind"] == "skip":
                 continue
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             if cell["kind"] == "test":
                 _restore(trusted)
                 _serve_test(conn, shell, index, cell["exercise"], judged)
+                cpu["tests"] += time.process_time() - cpu_started
                 continue
             message = _run_code(shell, publisher, errors, cell["source"], job["timeout"])
+            cpu["cells"] += time.process_time() - cpu_started
             _send(conn, {"kind": "cell", "index": index, "seconds": round(time.perf_counter() - started, 3), **message})
-        _send(conn, {"kind": "done"})
+        _send(conn, {"kind": "done", "cpu": {k: round(v, 3) for k, v in cpu.items()}})
         _restore(trusted)
         _serve_diagnoses(conn, shell, judged)
     except BaseException:  # noqa: BLE001 - the grader's side says what happened

@@ -51,6 +51,13 @@ def _exit_reason(exitcode: int | None) -> str:
     return shown(f"ended the grading process itself (exit status {exitcode})")
 
 
+def _child_cpu(said) -> dict:
+    """The CPU seconds the child says its shell, learner cells and served checks took: a profile's figures
+    (benchmarks/phases.py), never a score's; numbers only."""
+    said = said if isinstance(said, dict) else {}
+    return {k: float(v) for k, v in said.items() if k in ("shell", "cells", "tests") and isinstance(v, (int, float))}
+
+
 def _over_budget() -> dict:
     return {"kind": "cell", "outputs": [{"output_type": "stream", "name": "stdout",
                                          "text": OVER_BUDGET.format(mb=OUTPUT_BUDGET >> 20)}]}
@@ -167,6 +174,7 @@ class Pool:
                     reached = index + 1
                 elif kind == "done":
                     done = True
+                    verdict.timings["child_cpu"] = _child_cpu(message.get("cpu"))
                     diagnose_all(job.chapter.name, tests, verdict.cells, receive)  # text only: the scores are in
                     break
                 elif kind == "fatal":

@@ -11,6 +11,7 @@ export record it. The file goes once nbgrader is done.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -107,6 +108,18 @@ NOT_PROSE = re.compile(r"(<(code|pre|script|style)\b.*?</\2>|<[^>]*>)", re.S)  #
 MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
 
 
+@functools.lru_cache(maxsize=4096)
+def _converted(tex: str, display: str) -> str | None:
+    """One formula as MathML, None where latex2mathml cannot; each once per process: a class's pages
+    repeat the chapter's formulas (about 2 000 per 18 pages, a tenth of a page's time)."""
+    from latex2mathml.converter import convert
+
+    try:
+        return convert(tex, display=display)
+    except Exception:  # noqa: BLE001 - latex2mathml raises many kinds; the TeX stays readable
+        return None
+
+
 def _mathml(page: str) -> str:
     """The maths as MathML, which browsers draw themselves: nbconvert's page loads MathJax from a CDN,
     so offline a learner saw raw `$$...$$`. latex2mathml converts every formula of the course (about
@@ -114,15 +127,13 @@ def _mathml(page: str) -> str:
     import html
 
     try:
-        from latex2mathml.converter import convert
+        import latex2mathml.converter  # noqa: F401
     except ImportError:  # an environment installed before the dependency: MathJax from the CDN, as before
         return page
 
     def formula(found: re.Match) -> str:
-        try:
-            return convert(html.unescape(found[1] or found[2]), display="block" if found[1] else "inline")
-        except Exception:  # noqa: BLE001 - latex2mathml raises many kinds; the TeX stays readable
-            return found[0]
+        converted = _converted(html.unescape(found[1] or found[2]), "block" if found[1] else "inline")
+        return found[0] if converted is None else converted
 
     parts = NOT_PROSE.split(page)  # (prose, code or tag, its name) repeated: maths only in prose
     return "".join(MATH.sub(formula, part) if i % 3 == 0 else part for i, part in enumerate(parts) if i % 3 != 2)
@@ -173,19 +184,37 @@ def feedback_exporter():
     """nbconvert's HTML exporter for nbgrader's feedback, less its last pass: re-parsing the finished
     page with BeautifulSoup's pure-Python parser (about three quarters of the time per feedback file)
     only to give images without alt text a default one and make cells focusable, done here on the text."""
+    from jinja2 import pass_context
     from nbconvert.exporters import HTMLExporter, TemplateExporter
-    from nbconvert.filters.highlight import Highlight2HTML
     from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
     from traitlets import Bool
 
     class FeedbackHTMLExporter(HTMLExporter):
         embed_images = Bool(True)  # a learner gets the feedback file alone: the chapter's figures go inside it
 
+        def _create_environment(self):
+            environment = super()._create_environment()
+            environment.bytecode_cache = _template_code()  # each chapter's exporter compiled them again
+            return environment
+
+        @pass_context
+        def markdown2html(self, context, source):
+            """nbconvert's, each (text, figures' folder) rendered once per exporter (one chapter's pages: the
+            class's markdown cells are the chapter's); a cell with attachments each time."""
+            cell = context.get("cell", {})
+            if cell.get("attachments"):
+                return HTMLExporter.markdown2html(self, context, source)
+            key = (source, context.get("resources", {}).get("metadata", {}).get("path", ""))
+            rendered = self.__dict__.setdefault("_markdown", {})
+            if key not in rendered:
+                rendered[key] = HTMLExporter.markdown2html(self, context, source)
+            return rendered[key]
+
         def from_notebook_node(self, nb, resources=None, **kw):
             langinfo = nb.metadata.get("language_info", {})
             lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
-            self.register_filter("highlight_code", self.filters.get(
-                "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+            self.register_filter("highlight_code", self.filters.get("highlight_code", functools.partial(
+                _highlighted, lexer or "ipython3")))
             nb = _learner_view(nb)
             resources = self._init_resources(resources)
             # autograded/<student>/<assignment>
@@ -208,6 +237,40 @@ def feedback_exporter():
             return FOCUSABLE.sub(r'\1 tabindex="0"', html), resources
 
     return FeedbackHTMLExporter
+
+
+@functools.lru_cache(maxsize=8192)
+def _highlighted_once(lexer: str, source: str, language: str | None, metadata: str) -> str:
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    return Highlight2HTML(pygments_lexer=lexer)(source, language, json.loads(metadata) or None)
+
+
+def _highlighted(lexer: str, source: str, language: str | None = None, metadata=None) -> str:
+    """nbconvert's Highlight2HTML of a code cell, each (lexer, source, language, metadata) once per process:
+    a class's pages repeat the chapter's code cells (pygments took a quarter of a page's time)."""
+    return _highlighted_once(lexer, source, language, json.dumps(metadata or {}, sort_keys=True, default=str))
+
+
+@functools.cache
+def _template_code():
+    """The feedback templates' compiled code, kept in this process (Jinja checks each one's source against it):
+    every generate_feedback makes a new exporter, which compiled the same templates again (a fifth of a chapter's
+    feedback time)."""
+    from jinja2 import BytecodeCache
+
+    class Compiled(BytecodeCache):
+        def __init__(self):
+            self.code: dict[str, bytes] = {}
+
+        def load_bytecode(self, bucket):
+            if bucket.key in self.code:
+                bucket.bytecode_from_string(self.code[bucket.key])
+
+        def dump_bytecode(self, bucket):
+            self.code[bucket.key] = bucket.bytecode_to_string()
+
+    return Compiled()
 
 
 def figures_of(release: Path, lang: str) -> Path:
