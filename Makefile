@@ -34,13 +34,15 @@ lint: setup
 sources: setup
 	$(BIN)/grader build --quiet
 
-# Two workers on a 2-core machine: one file's tests stay on one worker (module fixtures), and
-# the long nbgrader class run overlaps with the notebooks.
+# Two workers on a 2-core machine, `--dist loadgroup`: one file's tests stay on one worker (module fixtures),
+# except the 18 notebook runs of test_notebooks.py, one group each, so both workers share them (tests/conftest.py);
+# the longest groups start first.
 test: setup lint sources
-	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m "not integration"
+	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadgroup -m "not integration"
 
 # The class end to end on real servers (JupyterHub, PostgreSQL, a Dask cluster): minutes each, so
-# kept out of `make test` (about 36 minutes on 2 cores: some 2,230 tests, 34 min of pytest, the website's cold build included); .ci/run runs both.
+# kept out of `make test`, as is the website's cold build (tests/test_site.py, which runs the 18 reference
+# notebooks) and the LTI platform's tests; .ci/run runs both.
 test-integration: sources hub-setup lti-platform-setup
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m integration
 

@@ -6,6 +6,9 @@ each page's language switch leading to the same page of the other edition, the C
 Without the browser those tests skip (fail under COURSE_REQUIRE_BROWSER=1); the page checks that read
 the built files run anyway: no line of the reference code, the hidden tests or the model answers is on
 any page, and no exercise, check or test cell shows an output.
+The cold build runs all 18 reference notebooks (minutes on 2 cores, which test_notebooks.py already runs
+under nbval): every test of the built site is `integration` (`make test-integration`); the checks that need
+no build (the leak check can fail, the switch link, CJK bold) stay in `make test`.
 """
 from __future__ import annotations
 
@@ -101,6 +104,7 @@ def test_the_leak_check_finds_the_reference_notebook():
     assert any(line in squeeze("\n".join(solution_lines(chapter.solutions_file))) for line in found), found
 
 
+@pytest.mark.integration
 def test_no_page_shows_reference_code_hidden_tests_or_model_answers(site):
     shown = {}
     for path in built_pages(site):
@@ -110,6 +114,7 @@ def test_no_page_shows_reference_code_hidden_tests_or_model_answers(site):
     assert not shown, shown
 
 
+@pytest.mark.integration
 def test_exercise_check_and_test_cells_show_no_output_and_demos_show_the_reference_run(site):
     for lang in ("en", *LANGUAGES):
         images = 0
@@ -124,6 +129,7 @@ def test_exercise_check_and_test_cells_show_no_output_and_demos_show_the_referen
         assert images >= len(CHAPTERS), f"{lang}: only {images} plots from the reference runs"
 
 
+@pytest.mark.integration
 def test_each_chapter_links_its_release_zip(site):
     import zipfile
 
@@ -242,6 +248,7 @@ def visit(executable: str, site: Path, paths: list[Path], home: Path) -> tuple[s
     return base, found, searches
 
 
+@pytest.mark.integration
 def test_every_page_loads_without_a_console_error_or_a_request_elsewhere(visits):
     _, found, _ = visits
     assert len(found) >= 2 * (len(CHAPTERS) + 3)  # two editions: chapters, index, glossary, search at least
@@ -251,6 +258,7 @@ def test_every_page_loads_without_a_console_error_or_a_request_elsewhere(visits)
     assert not elsewhere, elsewhere
 
 
+@pytest.mark.integration
 def test_every_image_loads(visits):
     _, found, _ = visits
     broken = {page: [i["src"] for i in facts["images"] if not i["width"]] for page, facts in found.items()}
@@ -260,6 +268,7 @@ def test_every_image_loads(visits):
     assert len(chapter["images"]) >= 3, chapter["images"]  # the figures and the reference run's plots
 
 
+@pytest.mark.integration
 def test_the_maths_is_typeset_offline(visits):
     _, found, _ = visits
     for lang in ("en", *LANGUAGES):
@@ -271,6 +280,7 @@ def test_the_maths_is_typeset_offline(visits):
     assert not untypeset, untypeset
 
 
+@pytest.mark.integration
 def test_every_internal_link_resolves_to_a_built_file(site, visits):
     base, found, _ = visits
     missing = set()
@@ -287,6 +297,7 @@ def test_every_internal_link_resolves_to_a_built_file(site, visits):
     assert not missing, sorted(missing)[:10]
 
 
+@pytest.mark.integration
 def test_the_language_switch_leads_to_the_same_page(visits):
     base, found, _ = visits
     switched = 0
@@ -302,6 +313,7 @@ def test_the_language_switch_leads_to_the_same_page(visits):
     assert switched >= 2 * (len(CHAPTERS) + 2)
 
 
+@pytest.mark.integration
 def test_the_chinese_pages_are_chinese(visits):
     _, found, _ = visits
     for page, facts in found.items():
@@ -324,12 +336,14 @@ def test_the_switch_link_is_relative_to_the_page():
     assert counterpart_url("guides/extra", "zh", lambda lang, page: False) == "../../index.html"
 
 
+@pytest.mark.integration
 def test_search_finds_the_chapters_in_both_languages(visits):
     _, _, searches = visits
     for (where, query), titles in searches.items():
         assert len(titles) >= 3, (where, query, titles)
 
 
+@pytest.mark.integration
 def test_no_markdown_is_left_unrendered(visits):
     _, found, _ = visits
     stars = {page: facts["prose"][max(0, facts["prose"].find("**") - 30):][:60] for page, facts in found.items()
