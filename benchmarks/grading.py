@@ -77,7 +77,7 @@ def stock_autograde(inbox: Path, course: Path, chapters, timeout: int) -> float:
     root = CourseDir(course, chapters, timeout=timeout)
     with (course / "nbgrader_config.py").open("a") as config:  # the benchmark's own notebooks: stock kernels allowed
         config.write("from nbgrader.converters import Autograde\n"
-                     "c.Autograde.autograde_preprocessors = Autograde.autograde_preprocessors.default_value\n")
+                     "c.Autograde.autograde_preprocessors = Autograde.autograde_preprocessors.default()\n")
     for chapter in chapters:
         root.release(chapter)
         for student in sorted(inbox.iterdir()):

@@ -79,37 +79,3 @@ def scratch_catalogues(tmp_path, monkeypatch):
     shutil.copytree(i18n.CATALOGUES, tmp_path / "i18n")
     monkeypatch.setattr(i18n, "CATALOGUES", tmp_path / "i18n")
     return tmp_path / "i18n"
-
-
-# `make test` runs `--dist loadgroup`: each file is one group (its module fixtures run once, as under
-# loadfile), except the files below, whose tests each run a notebook for a minute or more: one group per
-# test, so both workers share them instead of one worker running all 18 while the other idles.
-SPLIT_FILES = ("test_notebooks.py",)
-# The groups that run longest start first (measured: `pytest --durations`), so that no long group is
-# left for the end with the other worker idle; the rest keep their order.
-LONG_FIRST = ("test_notebooks.py", "test_nbgrader_e2e.py")
-
-
-def _group(item) -> str:
-    path = item.nodeid.split("::")[0]
-    if path.rsplit("/", 1)[-1] in SPLIT_FILES:
-        return f"{path}::{item.name}".translate(str.maketrans("[]@", "()_"))  # xdist reads '@' and ']'
-    return path
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
-def pytest_collection_modifyitems(config, items):
-    if not config.getoption("loadgroup", False):  # set on the workers of `-n N --dist loadgroup`
-        return
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
-
-    def rank(item) -> tuple[int, int]:
-        name = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
-        if name not in LONG_FIRST:
-            return (len(LONG_FIRST), 0)
-        # In a split file the later chapters train longest: started first, the workers end together.
-        chapter = getattr(item, "callspec", None) and item.callspec.params.get("chapter")
-        return (LONG_FIRST.index(name), -int(chapter.number) if chapter else 0)
-
-    items.sort(key=rank)  # stable: the order within a group is kept

@@ -228,9 +228,13 @@ def test_the_end_of_the_sandbox_reads_as_before(tmp_path, source, reason):
 
 
 def test_a_submission_has_a_wall_clock_limit(tmp_path):
-    started = time.perf_counter()
-    verdict = run_cells(tmp_path, *["import time\ntime.sleep(1.5)"] * 20, timeout=2, submission_seconds=4)
-    assert time.perf_counter() - started < 12
+    release = tmp_path / "release"
+    release.mkdir()
+    cells = [{"kind": "code", "source": "import time\ntime.sleep(1.5)"}] * 20  # 30 s of sleep unlimited
+    with Pool(jobs=1, timeout=2, limits=Limits(memory_mb=1024, submission_seconds=4)) as pool:
+        started = time.perf_counter()  # the judging, not the pool's start (a loaded CI machine took 10 s for that)
+        verdict = pool.judge(Job("someone/02", CHAPTER, cells, release))
+        assert time.perf_counter() - started < 20
     assert "ran past the 4 s limit for a whole submission" in verdict.error, verdict.error
     assert 1 <= len(verdict.cells) < 4  # the cells before the limit keep what they did
 
