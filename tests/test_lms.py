@@ -10,9 +10,8 @@ from nbgrader.api import Gradebook
 from grader.authoring import samples
 from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
-from grader.classroom import lms
-from grader.classroom.grading import autograde_class
-from grader.classroom.intake import gather
+from grader.classroom.grading.batch import autograde_class
+from grader.classroom.intake.collect import gather, lms
 
 ATTENTION, NORM = find_chapter("02"), find_chapter("05")
 

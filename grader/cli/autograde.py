@@ -22,12 +22,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from grader.classroom.term import load_term  # lazy: start-up
+    from grader.classroom.policy.term import load_term  # lazy: start-up
 
     term = load_term(args.course_dir, args.term, args.submitted_at)  # a bad term file stops before grading
     ready_sources()
     forkserver.start()
-    from grader.classroom.grading import autograde_class  # lazy: start-up
+    from grader.classroom.grading.batch import autograde_class  # lazy: start-up
 
     try:
         summary = autograde_class(args.submissions, args.course_dir, db_url=args.db, jobs=args.jobs,

@@ -14,7 +14,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from grader.classroom.intake import collect  # lazy: start-up
+    from grader.classroom.intake.collect import collect  # lazy: start-up
 
     for note in collect(args.exchange, args.course_dir, check_owner=args.check_owner):
         print(note)

@@ -28,8 +28,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from grader.classroom import export  # lazy: start-up
-    from grader.classroom.total import late_policy  # lazy: start-up
+    from grader.classroom.grades import export  # lazy: start-up
+    from grader.classroom.grades.total import late_policy  # lazy: start-up
     from grader.coursedir import database_of  # lazy: start-up (nbgrader)
 
     db_url = args.db or database_of(args.course_dir)

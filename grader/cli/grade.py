@@ -19,7 +19,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     ready_sources()
     forkserver.start()  # it imports torch while this process imports nbgrader
-    from grader.classroom.grading import format_table, grade_paths  # lazy: start-up
+    from grader.classroom.grading.batch import format_table, grade_paths  # lazy: start-up
 
     try:
         results = grade_paths(args.paths, timeout=args.timeout, jobs=args.jobs, limits=limits(args),

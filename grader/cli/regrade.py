@@ -21,14 +21,14 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from grader.classroom.regrade import format_changes, regrade, undo  # lazy: start-up
+    from grader.classroom.grading.regrade import format_changes, regrade, undo  # lazy: start-up
 
     chapter = find_chapter(args.chapter)
     ready_sources([chapter])
     if args.undo:
         print(format_changes(undo(args.course_dir, chapter, db_url=args.db), chapter))
         return 0
-    from grader.classroom.term import load_term  # lazy: start-up
+    from grader.classroom.policy.term import load_term  # lazy: start-up
 
     term = load_term(args.course_dir, args.term)
     forkserver.start()

@@ -15,7 +15,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from grader.classroom.report import write_report  # lazy: start-up
+    from grader.classroom.grades.report import write_report  # lazy: start-up
 
     print(f"wrote {write_report(args.course_dir, find_chapter(args.chapter), args.output, db_url=args.db)}")
     return 0

@@ -15,9 +15,9 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from dataclasses import asdict  # lazy: start-up
 
-    from grader.classroom.ledger import DATABASE, STATE_DIR, Ledger  # lazy: start-up
-    from grader.classroom.requests import Requests, contexts
-    from grader.classroom.total import course_totals, late_policy
+    from grader.classroom.grades.requests import Requests, contexts  # lazy: start-up
+    from grader.classroom.grades.total import course_totals, late_policy
+    from grader.classroom.ledger import DATABASE, STATE_DIR, Ledger
 
     found = Requests(args.course_dir).all()
     try:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from grader.boundary import forkserver
-from grader.classroom import servicelock  # os, fcntl and ctypes only
+from grader.classroom.onsubmit import servicelock  # os, fcntl and ctypes only
 from grader.cli.common import CHECK_OWNER_HELP, exchange_option, limits, ready_sources, sandbox_options
 
 HELP = "grade on submit: the hub's grading service (guides/teaching.md: Grading on submit)"
@@ -30,7 +30,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from grader.classroom.term import load_term  # lazy: start-up
+    from grader.classroom.policy.term import load_term  # lazy: start-up
 
     Path(args.course_dir).mkdir(parents=True, exist_ok=True)
     try:
@@ -45,9 +45,9 @@ def run(args) -> int:
     load_term(args.course_dir)  # a bad term.toml stops the service before it grades anything
     ready_sources()  # built once: after a `git pull`, run `grader build` and restart the service
     forkserver.start()
-    from grader.classroom.grading import _pool  # lazy: start-up
-    from grader.classroom.onsubmit import Service  # lazy: start-up
-    from grader.classroom.onsubmit_web import serve  # lazy: start-up (jupyterhub, tornado)
+    from grader.classroom.grading.batch import _pool  # lazy: start-up
+    from grader.classroom.onsubmit.service import Service  # lazy: start-up
+    from grader.classroom.onsubmit.web import serve  # lazy: start-up (jupyterhub, tornado)
 
     with _pool(args.scheduler, args.jobs, args.timeout, limits(args)) as pool:
         pool.start()

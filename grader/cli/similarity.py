@@ -19,11 +19,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from grader.classroom.similarity import as_json, format_table, similarity  # lazy: start-up (numpy)
+    from grader.classroom.similarity.pairs import as_json, format_table, similarity  # lazy: start-up (numpy)
 
     result = similarity(args.course_dir, find_chapter(args.chapter))
     if args.html:
-        from grader.classroom.similarity_html import write_html  # lazy: start-up
+        from grader.classroom.similarity.html import write_html  # lazy: start-up
 
         print(f"wrote {write_html(result, args.html, args.top)}", file=sys.stderr if args.json else sys.stdout)
     print(json.dumps(as_json(result), indent=1) if args.json else format_table(result, args.top))
