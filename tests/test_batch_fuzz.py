@@ -246,7 +246,8 @@ def test_an_lms_download_is_read_file_by_file(tmp_path, release):
     file whose name gives no readable time is one unmatched file, not a stopped run."""
     import zipfile
 
-    from grader.classroom.intake.collect import find_submissions, lms
+    from grader.classroom.intake import lms
+    from grader.classroom.intake.collect import find_submissions
 
     download = tmp_path / "download.zip"
     with zipfile.ZipFile(download, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -174,9 +174,9 @@ def test_rooms_import_one_way():
 
 
 def test_the_class_rests_on_its_shared_types_and_locks():
-    """Submission (grader.classroom.submissions) and the locks are the bottom of the class: they import
-    no other module of it, so every step of the class can use them without a cycle."""
-    for name in ("grader.classroom.submissions", "grader.classroom.locks"):
+    """Submission (grader.classroom.submissions), the locks, the ledger and the phrasebook are the bottom of
+    the class: they import no other module of it, so every room can use them without a cycle."""
+    for name in sorted(f"grader.classroom.{b}" for b in CLASS_BOTTOM):
         module = graph()[name]
         imported = module.on_import | {t for t, _, _ in module.in_functions}
         assert {t for t in imported if _room(t) == "classroom"} == set(), name
@@ -239,6 +239,17 @@ def test_the_command_line_is_on_top():
                        and any(t == "grader.cli" or t.startswith("grader.cli.")
                                for t in m.on_import | {t for t, _, _ in m.in_functions}))
     assert importers == ["grader.__main__"]
+
+
+def test_each_command_is_a_module_of_the_command_line():
+    """grader/cli/ is a dispatcher (issue 47): one module per verb, each with its help, add_arguments(parser)
+    and run(args), and nothing else in the package but the verbs' shared options (common)."""
+    from grader import cli
+
+    assert all(verb.__name__ == f"grader.cli.{name}" and verb.HELP and callable(verb.add_arguments)
+               and callable(verb.run) for name, verb in cli.VERBS.items())
+    modules = {p.stem for p in (PACKAGE / "cli").glob("*.py")} - {"__init__", "common"}
+    assert modules == set(cli.VERBS)
 
 
 def test_each_boundary_module_says_its_side():

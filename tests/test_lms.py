@@ -11,7 +11,8 @@ from grader.authoring import samples
 from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
 from grader.classroom.grading.batch import autograde_class
-from grader.classroom.intake.collect import gather, lms
+from grader.classroom.intake import lms
+from grader.classroom.intake.collect import gather
 
 ATTENTION, NORM = find_chapter("02"), find_chapter("05")
 

@@ -9,7 +9,8 @@ import pytest
 from grader.authoring import samples
 from grader.boundary.unit import Verdict
 from grader.chapters import CHAPTERS, find_chapter
-from grader.classroom.grading.batch import grade_paths, job_cells, skipping
+from grader.classroom.grading import skipping
+from grader.classroom.grading.batch import grade_paths, job_cells
 from grader.classroom.grading.recording import fill
 
 

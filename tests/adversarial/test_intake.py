@@ -16,7 +16,8 @@ from grader.authoring import samples
 from grader.chapters import find_chapter
 from grader.classroom.grades.export import Export, write, write_course_csv
 from grader.classroom.grading.batch import stage
-from grader.classroom.intake.collect import gather, keep_originals, lms
+from grader.classroom.intake import lms
+from grader.classroom.intake.collect import gather, keep_originals
 from grader.classroom.intake.csvsafe import write_rows
 from grader.classroom.submissions import submission_time
 
