@@ -26,7 +26,7 @@ import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import grader.classroom.grading as grading
+import grader.classroom.grading.batch as grading
 from grader.authoring import samples
 from grader.chapters import find_chapter
 

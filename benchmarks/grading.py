@@ -93,7 +93,7 @@ def stock_autograde(inbox: Path, course: Path, chapters, timeout: int) -> float:
 def stall(jobs: int, timeout: int) -> None:
 
     from grader.boundary.pool import Pool
-    from grader.classroom.grading import grade_paths
+    from grader.classroom.grading.batch import grade_paths
 
     sys.path.append(str(Path(__file__).resolve().parents[1]))  # after the installed grader: tests' attacks
     from tests.adversarial.cases import notebook, stalling

@@ -1,4 +1,4 @@
-"""How long a learner waits for feedback when grading on submit (grader.classroom.onsubmit), printed,
+"""How long a learner waits for feedback when grading on submit (grader.classroom.onsubmit.service), printed,
 not asserted: from the moment a submission lands in nbgrader's exchange (what Submit does) to the
 moment its feedback is fetchable there (what Fetch Feedback finds), with the service grading as the
 hub runs it (a warm sandboxed pool), minus the hub's HTTP layer.
@@ -40,7 +40,7 @@ from grader.boundary import forkserver
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool
 from grader.chapters import find_chapter
-from grader.classroom.onsubmit import Service
+from grader.classroom.onsubmit.service import Service
 from grader.coursedir import COURSE_ID
 
 

@@ -63,8 +63,8 @@ def _child_phases(verdict) -> None:
 def instrument() -> None:
     from grader.boundary import diagnosis, proxy
     from grader.boundary.pool import Pool
-    from grader.classroom import grading, recording
-
+    from grader.classroom.grading import batch as grading
+    from grader.classroom.grading import recording
     _timed(grading, "release_all", "trusted: release")
     _timed(grading, "stage", "trusted: stage (read, repair, write)")
     _timed(grading, "record", "trusted: nbgrader autograde (gradebook)")
@@ -96,7 +96,8 @@ def _tree_cpu() -> float:
 
 def import_costs(top: int = 8) -> list[tuple[str, float]]:
     """`python -X importtime` of what a grading process imports: the slowest top-level packages (s)."""
-    code = "import grader.classroom.grading, grader.boundary.proxy, grader.boundary.diagnosis, nbconvert.exporters"
+    code = ("import grader.classroom.grading.batch, grader.boundary.proxy, grader.boundary.diagnosis, "
+            "nbconvert.exporters")
     err = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True).stderr
     found = {}
     for line in err.splitlines():
@@ -109,7 +110,7 @@ def import_costs(top: int = 8) -> list[tuple[str, float]]:
 def profile(inbox: Path, course_dir: Path, jobs: int) -> None:
     """Grade `inbox` as `grader autograde` does, timed by phase; print the table."""
     from grader.boundary import forkserver
-    from grader.classroom.grading import autograde_class
+    from grader.classroom.grading.batch import autograde_class
 
     WALL.clear()
     CPU.clear()

@@ -39,7 +39,7 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grader.chapters import Chapter, find_chapter
-from grader.classroom.similarity import _grade_id, similarity
+from grader.classroom.similarity.pairs import _grade_id, similarity
 
 CORPUS = Path(__file__).resolve().parent / "similarity_corpus"
 COPY = "copy-of-"

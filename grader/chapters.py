@@ -93,7 +93,7 @@ def is_test_cell(cell) -> bool:
 
 
 def is_answer_cell(cell) -> bool:
-    """A written answer (grader.classroom.written): a markdown cell that is graded and a solution, which a
+    """A written answer (grader.classroom.grades.written): a markdown cell that is graded and a solution, which a
     person grades by hand (an exercise's code solution cell is not graded)."""
     meta = cell.get("metadata", {}).get("nbgrader", {})
     return (isinstance(meta, dict) and cell.get("cell_type") == "markdown" and bool(meta.get("grade"))

@@ -37,18 +37,21 @@ c.ClearSolutions.text_stub = {text_stub!r}
 c.Execute.timeout = {timeout}
 c.Execute.interrupt_on_timeout = True
 # Stock autograde (`nbgrader autograde`, Formgrader's Autograde button) would run each learner's code in a
-# kernel of yours, outside the sandbox: it refuses, naming `grader autograde` (grader.classroom.recording).
-c.Autograde.autograde_preprocessors = ["grader.classroom.recording.SandboxOnly"]
+# kernel of yours, outside the sandbox: it refuses, naming `grader autograde` (grader.classroom.grading.recording).
+c.Autograde.autograde_preprocessors = ["grader.classroom.grading.recording.SandboxOnly"]
 # Feedback, also from Formgrader's button: the course's page (figures inside, maths as MathML, exercise
-# names) and the course's one total (grader.classroom.total: late penalty, pending written answers).
-c.GenerateFeedback.preprocessors = ["grader.classroom.written.DropRubrics", "grader.classroom.total.SettleTotal",
-                                    "nbgrader.preprocessors.GetGrades", "grader.classroom.sanitise.CommentsAsText",
+# names) and the course's one total (grader.classroom.grades.total: late penalty, pending written answers).
+c.GenerateFeedback.preprocessors = ["grader.classroom.grades.written.DropRubrics",
+                                    "grader.classroom.grades.total.SettleTotal",
+                                    "nbgrader.preprocessors.GetGrades",
+                                    "grader.classroom.intake.sanitise.CommentsAsText",
                                     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
 c.SettleTotal.root = {root!r}
-from grader.classroom.recording import feedback_exporter  # noqa: E402
+from grader.classroom.grading.recording import feedback_exporter  # noqa: E402
 c.GenerateFeedback.exporter_class = feedback_exporter()
-# Generate feedback (no --force) regenerates the pages whose grades changed, and grades.csv (grader.classroom.publish).
-from grader.classroom.publish import install  # noqa: E402
+# Generate feedback (no --force) regenerates the pages whose grades changed, and grades.csv
+# (grader.classroom.grading.publish).
+from grader.classroom.grading.publish import install  # noqa: E402
 install()
 """
 

@@ -1,4 +1,4 @@
-"""Per-learner accommodations (grader.classroom.accommodations): one learner's own on-submit policy and due
+"""Per-learner accommodations (grader.classroom.policy.accommodations): one learner's own on-submit policy and due
 date in term.toml, applied where the service admits a submission, shown on the class page, refused for
 anyone not in the class."""
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.chapters import find_chapter
-from grader.classroom.admission import admit
 from grader.classroom.ledger import GRADED, QUEUED, REFUSED, Entry, Ledger
-from grader.classroom.onsubmit_pages import class_page
-from grader.classroom.term import load_term
+from grader.classroom.onsubmit.pages import class_page
+from grader.classroom.policy.admission import admit
+from grader.classroom.policy.term import load_term
 
 CHAPTER = find_chapter("02")
 TERM = """[due]
@@ -118,8 +118,7 @@ def test_a_learners_own_time_limit_grades_them_in_a_batch_of_their_own(tmp_path,
     from types import SimpleNamespace
 
     from grader.boundary.confine import Limits
-    from grader.classroom import onsubmit
-
+    from grader.classroom.onsubmit import service as onsubmit
     (tmp_path / "term.toml").write_text('[on_submit]\nchapters = ["02"]\ntime_limit_seconds = 100\n'
                                         '[accommodations.learner7]\n"02" = { time_limit_seconds = 600 }\n')
     service = onsubmit.Service(tmp_path, tmp_path / "exchange", SimpleNamespace(limits=Limits()))
@@ -155,7 +154,7 @@ def test_a_grader_sees_that_an_accommodation_exists_not_its_terms(tmp_path, monk
 
     from jupyterhub.services.auth import HubOAuth
 
-    from grader.classroom import onsubmit_web
+    from grader.classroom.onsubmit import web as onsubmit_web
     from tests.adversarial.test_pages import Service
     from tests.test_browser import serving
 

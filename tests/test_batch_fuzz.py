@@ -22,7 +22,7 @@ from nbgrader.api import Gradebook
 from grader.authoring import samples
 from grader.boundary.confine import Limits
 from grader.chapters import find_chapter
-from grader.classroom.grading import SAVED_BYTES, autograde_class, stage
+from grader.classroom.grading.batch import SAVED_BYTES, autograde_class, stage
 from grader.classroom.submissions import Submission, grade_ids, read_learner_notebook, repair
 
 CHAPTER = find_chapter("02")
@@ -246,8 +246,8 @@ def test_an_lms_download_is_read_file_by_file(tmp_path, release):
     file whose name gives no readable time is one unmatched file, not a stopped run."""
     import zipfile
 
-    from grader.classroom import lms
-    from grader.classroom.intake import find_submissions
+    from grader.classroom.intake import lms
+    from grader.classroom.intake.collect import find_submissions
 
     download = tmp_path / "download.zip"
     with zipfile.ZipFile(download, "w", zipfile.ZIP_DEFLATED) as archive:

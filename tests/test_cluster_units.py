@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from grader.boundary.unit import Verdict, verdict_from_json
 from grader.chapters import CHAPTERS
-from grader.classroom.cluster import failure_reason
+from grader.classroom.grading.cluster import failure_reason
 from grader.classroom.locks import shared
 from grader.coursedir import CourseDir
 

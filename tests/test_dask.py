@@ -14,12 +14,12 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-import grader.classroom.cluster
+import grader.classroom.grading.cluster
 from grader.authoring import samples
 from grader.authoring.demo import write_class
 from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
-from grader.classroom.grading import autograde_class
+from grader.classroom.grading.batch import autograde_class
 from tests.adversarial.cases import CASES, Paths
 from tests.helpers import adversarial_expected
 
@@ -105,8 +105,8 @@ def test_a_mixed_class_scores_exactly_as_on_the_local_pool(cluster, tmp_path):
     # The same table and notes (the course directories' own paths aside).
     assert (local.replace("local-course", "COURSE").splitlines()[1:]
             == remote.replace("dask-course", "COURSE").splitlines()[1:])
-    # Both workers judged units, each with its own grading pool (grader.classroom.cluster's per-process pool).
-    assert all(cluster.client.run(lambda: bool(grader.classroom.cluster._POOLS)).values())
+    # Both workers judged units, each with its own grading pool (grader.classroom.grading.cluster's per-process pool).
+    assert all(cluster.client.run(lambda: bool(grader.classroom.grading.cluster._POOLS)).values())
 
 
 def test_a_worker_killed_mid_batch_loses_no_submission(cluster, tmp_path):
@@ -134,7 +134,7 @@ def test_a_worker_killed_mid_batch_loses_no_submission(cluster, tmp_path):
 
 def test_units_left_without_any_worker_are_recorded_failed_with_the_reason(cluster, tmp_path, monkeypatch):
     """Every worker gone mid-batch: the batch still ends, each unit not graded recorded as zero, saying why."""
-    monkeypatch.setattr(grader.classroom.cluster, "NO_WORKER_SECONDS", 10)
+    monkeypatch.setattr(grader.classroom.grading.cluster, "NO_WORKER_SECONDS", 10)
     inbox = tmp_path / "inbox"
     for n in range(4):
         (inbox / f"s{n}").mkdir(parents=True)
@@ -160,8 +160,8 @@ def test_units_left_without_any_worker_are_recorded_failed_with_the_reason(clust
 
 def test_grading_on_submit_runs_on_the_cluster(cluster, tmp_path):
     # The service as `grader serve --scheduler` runs it: a submission from the exchange, judged on the cluster.
-    from grader.classroom.cluster import DaskPool
-    from grader.classroom.onsubmit import Service
+    from grader.classroom.grading.cluster import DaskPool
+    from grader.classroom.onsubmit.service import Service
     from tests.test_onsubmit import TOTAL, course, gradebook_score, submit
 
     root, exchange = course(tmp_path, "")

@@ -19,9 +19,9 @@ from grader.boundary.proxy import judge_exercise
 from grader.boundary.serve import Server
 from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS, find_chapter
-from grader.classroom.grading import grade_paths
+from grader.classroom.grading.batch import grade_paths
+from grader.classroom.grading.recording import test_outputs as recorded_outputs
 from grader.classroom.phrasebook import phrasebook, public_messages
-from grader.classroom.recording import test_outputs as recorded_outputs
 from tests.catalogue import Variant
 from tests.helpers import english_left, evaluate_in_child, reference_namespace, run_source, skeleton_namespace
 from tests.snapshots import implementation, recipes
@@ -65,7 +65,7 @@ def judged_and_diagnosed(chapter, name: str, namespace: dict, timeout: float = 6
 
 
 def report(chapter, name: str, message: dict, lang: str = "en") -> str:
-    """The exercise's report in the graded notebook (grader.classroom.recording), in `lang`."""
+    """The exercise's report in the graded notebook (grader.classroom.grading.recording), in `lang`."""
     points = exercises(chapter.name)[name].points
     outputs = recorded_outputs(chapter, name, points, message, None, phrasebook(lang, chapter.assignment))
     return outputs[0]["text"]
@@ -254,9 +254,9 @@ def test_the_likely_mistake_comes_first_and_a_bare_python_error_carries_it(tmp_p
     import shutil
     import subprocess
 
-    from grader.classroom.grading import _cell_error
-    from grader.classroom.onsubmit_pages import FOLD_AT, _check, page
-    from grader.classroom.visibility import Check
+    from grader.classroom.grading.batch import _cell_error
+    from grader.classroom.onsubmit.pages import FOLD_AT, _check, page
+    from grader.classroom.policy.visibility import Check
 
     chapter, name = find_chapter("02"), "scaled_dot_product_attention"
     checks = [c.description for c in exercises(chapter.name)[name].checks]

@@ -48,8 +48,8 @@ from grader.authoring import samples
 from grader.boundary.score import points as shown_points
 from grader.boundary.specs import exercises
 from grader.chapters import REPO, find_chapter
+from grader.classroom.grades.written import BANNER, written
 from grader.classroom.ledger import Entry
-from grader.classroom.written import BANNER, written
 from tests.test_browser import OUTPUT, Page, chromium, free_port, http_ok, wait_for
 from tests.test_onsubmit import submit
 from tests.test_service_lock import family, sandboxes

@@ -9,7 +9,7 @@ import pytest
 from grader.authoring import i18n, samples
 from grader.authoring.build import build_source_notebook
 from grader.chapters import CHAPTERS, LANGUAGES, find_chapter
-from grader.classroom.grading import grade_paths
+from grader.classroom.grading.batch import grade_paths
 
 CHAPTER = find_chapter("05")
 
@@ -105,7 +105,7 @@ def test_a_class_mixing_editions_is_graded_with_feedback_in_each(tmp_path):
     # release (no repairs), the gradebook holds both, and each feedback is in the learner's language.
     from nbgrader.api import Gradebook
 
-    from grader.classroom.grading import autograde_class
+    from grader.classroom.grading.batch import autograde_class
 
     inbox = tmp_path / "inbox"
     for student, edition in (("ada", CHAPTER.edition("zh")), ("ben", CHAPTER)):

@@ -146,7 +146,7 @@ def test_no_release_folder_carries_the_hidden_checks_words(chapter):
 def test_a_chinese_notebook_gets_its_feedback_in_chinese(tmp_path):
     # Two mistakes in a Chinese chapter 02 notebook, graded as a class: every line of every test cell's
     # report is Chinese, and the English notebook beside it keeps English feedback.
-    from grader.classroom.grading import autograde_class
+    from grader.classroom.grading.batch import autograde_class
 
     inbox = tmp_path / "inbox"
     for student, edition in (("ada", CHAPTER.edition("zh")), ("ben", CHAPTER)):
@@ -177,7 +177,7 @@ def test_a_chinese_notebook_gets_its_feedback_in_chinese(tmp_path):
     # a written answer left as released is unanswered (0 points) in both editions, never pending
     from nbgrader.api import Gradebook
 
-    from grader.classroom.total import UNANSWERED, chapter_total
+    from grader.classroom.grades.total import UNANSWERED, chapter_total
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student in ("ada", "ben"):
@@ -190,8 +190,8 @@ def test_a_chinese_notebook_gets_its_feedback_in_chinese(tmp_path):
 def test_the_grade_table_of_a_chinese_notebook_is_chinese(tmp_path):
     # `grader grade` on a Chinese notebook saved under another name, two written answers (one pending, one
     # left blank) and a check off by its tolerance: the table's own words in Chinese, none of them English.
-    from grader.classroom.grading import _cell_error, format_table
-    from grader.classroom.recording import test_outputs
+    from grader.classroom.grading.batch import _cell_error, format_table
+    from grader.classroom.grading.recording import test_outputs
     from grader.classroom.submissions import identify_with_rule, repair
 
     path = tmp_path / "homework.ipynb"

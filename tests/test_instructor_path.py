@@ -21,10 +21,10 @@ from grader.authoring import samples
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool
 from grader.chapters import find_chapter, is_answer_cell
-from grader.classroom.onsubmit import Service
-from grader.classroom.requests import hand_score
-from grader.classroom.total import late_policy, totals
-from grader.classroom.visibility import learner_view, policy_for
+from grader.classroom.grades.requests import hand_score
+from grader.classroom.grades.total import late_policy, totals
+from grader.classroom.onsubmit.service import Service
+from grader.classroom.policy.visibility import learner_view, policy_for
 from grader.coursedir import COURSE_ID
 from tests.test_onsubmit import submit as submit_inbound
 

@@ -10,6 +10,10 @@
 - The trust boundary (grader/boundary) imports nothing of the class (grader/classroom) or of authoring
   (grader/authoring), and the class nothing of authoring; the class's shared types and locks import
   nothing else of the class; only `python -m grader` imports the command line.
+- The class's rooms (grader/classroom/<room>/, issue 47) go one way when imported: each imports only the
+  rooms below it and the class's bottom modules; an import inside a function that goes back up is one of
+  the two named in BACK (and in its room's docstring); each room's docstring says what it owns, what it
+  may import and who uses it.
 - The first docstring line of each module of the trust boundary says which side it runs on.
 """
 from __future__ import annotations
@@ -170,18 +174,82 @@ def test_rooms_import_one_way():
 
 
 def test_the_class_rests_on_its_shared_types_and_locks():
-    """Submission (grader.classroom.submissions) and the locks are the bottom of the class: they import
-    no other module of it, so every step of the class can use them without a cycle."""
-    for name in ("grader.classroom.submissions", "grader.classroom.locks"):
+    """Submission (grader.classroom.submissions), the locks, the ledger and the phrasebook are the bottom of
+    the class: they import no other module of it, so every room can use them without a cycle."""
+    for name in sorted(f"grader.classroom.{b}" for b in CLASS_BOTTOM):
         module = graph()[name]
         imported = module.on_import | {t for t, _, _ in module.in_functions}
         assert {t for t in imported if _room(t) == "classroom"} == set(), name
 
 
+# The class's rooms, bottom first; rooms of one rank import nothing of each other. The bottom modules stay
+# in grader/classroom/ itself.
+CLASS_ROOMS = {"intake": 1, "policy": 2, "grades": 3, "lti": 4, "similarity": 4, "grading": 5, "onsubmit": 6}
+CLASS_BOTTOM = {"submissions", "locks", "ledger", "phrasebook"}
+BACK = {("grader.classroom.intake.sanitise", "grader.classroom.grades.written"),  # is_rubric_box
+        ("grader.classroom.policy.timelimit", "grader.classroom.grading.batch")}  # job_cells
+
+
+def _class_room(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["grader", "classroom"] else None
+
+
+def test_the_class_has_rooms_and_a_small_bottom():
+    loose = sorted(n for n in graph() if _class_room(n) and _class_room(n) not in CLASS_ROOMS
+                   and _class_room(n) not in CLASS_BOTTOM)
+    assert loose == []
+
+
+def test_the_class_rooms_import_one_way():
+    def rank(name: str) -> int:
+        return CLASS_ROOMS.get(_class_room(name), 0)
+
+    wrong = []
+    for m in graph().values():
+        here = _class_room(m.name)
+        if here not in CLASS_ROOMS:
+            continue
+        deferred = {t for t, _, _ in m.in_functions}
+        for target in m.on_import | deferred:
+            there = _class_room(target)
+            if there is None or there == here or rank(target) < rank(m.name):
+                continue
+            if target in m.on_import or (m.name, target) not in BACK:
+                wrong.append(f"{m.name} imports {target}")
+    assert wrong == []
+
+
+def test_each_class_room_says_what_it_owns_may_import_and_who_uses_it():
+    silent = []
+    for room in CLASS_ROOMS:
+        doc = ast.get_docstring(ast.parse((PACKAGE / "classroom" / room / "__init__.py").read_text())) or ""
+        if room != "lti" and ("May import:" not in doc or "Used by:" not in doc):
+            silent.append(room)
+    for module, target in BACK:  # an import going back up is named in its room's docstring
+        doc = ast.get_docstring(ast.parse(graph()[module].path.with_name("__init__.py").read_text()))
+        if ".".join(target.split(".")[2:]) not in doc:
+            silent.append(f"{module} -> {target}")
+    assert silent == []
+
+
 def test_the_command_line_is_on_top():
-    importers = sorted(m.name for m in graph().values()
-                       if "grader.cli" in m.on_import | {t for t, _, _ in m.in_functions})
+    """Only `python -m grader` imports the command line (its verbs import one another's shared options)."""
+    importers = sorted(m.name for m in graph().values() if _room(m.name) != "cli"
+                       and any(t == "grader.cli" or t.startswith("grader.cli.")
+                               for t in m.on_import | {t for t, _, _ in m.in_functions}))
     assert importers == ["grader.__main__"]
+
+
+def test_each_command_is_a_module_of_the_command_line():
+    """grader/cli/ is a dispatcher (issue 47): one module per verb, each with its help, add_arguments(parser)
+    and run(args), and nothing else in the package but the verbs' shared options (common)."""
+    from grader import cli
+
+    assert all(verb.__name__ == f"grader.cli.{name}" and verb.HELP and callable(verb.add_arguments)
+               and callable(verb.run) for name, verb in cli.VERBS.items())
+    modules = {p.stem for p in (PACKAGE / "cli").glob("*.py")} - {"__init__", "common"}
+    assert modules == set(cli.VERBS)
 
 
 def test_each_boundary_module_says_its_side():

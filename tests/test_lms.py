@@ -10,9 +10,9 @@ from nbgrader.api import Gradebook
 from grader.authoring import samples
 from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
-from grader.classroom import lms
-from grader.classroom.grading import autograde_class
-from grader.classroom.intake import gather
+from grader.classroom.grading.batch import autograde_class
+from grader.classroom.intake import lms
+from grader.classroom.intake.collect import gather
 
 ATTENTION, NORM = find_chapter("02"), find_chapter("05")
 

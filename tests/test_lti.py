@@ -15,12 +15,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from grader.classroom.grades.total import AUTOMATIC, GRADED, PENDING, Part, Total
 from grader.classroom.lti import launch as lti_launch
 from grader.classroom.lti.launch import KeyCache, LaunchRefused, NonceBook, hub_user, landing, verify_launch
 from grader.classroom.lti.outbox import AgsSender, Outbox, post_round
 from grader.classroom.lti.platform import load_platform
 from grader.classroom.lti.roster import members_to_roster, roster_roles
-from grader.classroom.total import AUTOMATIC, GRADED, PENDING, Part, Total
 
 ISSUER, CLIENT, DEPLOYMENT = "https://lms.example.edu", "tool-client-1", "deploy-1"
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"

@@ -13,11 +13,11 @@ import tornado.web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from grader.classroom.grades.total import AUTOMATIC, GRADED, PENDING, Part, Total
 from grader.classroom.lti.launch import derived_name
 from grader.classroom.lti.outbox import AgsSender, Outbox
 from grader.classroom.lti.platform import load_platform
 from grader.classroom.lti.roster import roster_roles, sync_roster
-from grader.classroom.total import AUTOMATIC, GRADED, PENDING, Part, Total
 from tests.lti_platform import Tool, lti_platform
 from tests.test_browser import serving
 

@@ -14,8 +14,8 @@ from grader.authoring.demo import write_class
 from grader.boundary import seeds
 from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS, find_chapter
-from grader.classroom.grading import autograde_class
-from grader.classroom.written import written
+from grader.classroom.grades.written import written
+from grader.classroom.grading.batch import autograde_class
 from tests.helpers import adversarial_expected
 
 

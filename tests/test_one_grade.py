@@ -1,4 +1,4 @@
-"""One grade, one truth (grader.classroom.total, grader.classroom.handgrades): a hand grade belongs to the
+"""One grade, one truth (grader.classroom.grades.total, grader.classroom.grades.handgrades): a hand grade belongs to the
 answer it graded; a regrade never un-grades it; every view (grade --json, the summary, grades.csv, the
 LMS export, feedback, report, regrade) reads one total, written answers nobody graded yet pending."""
 import csv
@@ -13,15 +13,15 @@ from nbgrader.api import Gradebook
 
 from grader.authoring import samples
 from grader.chapters import find_chapter, is_answer_cell
-from grader.classroom import export
-from grader.classroom.grading import autograde_class, result_of
-from grader.classroom.handgrades import load
-from grader.classroom.regrade import format_changes, regrade
-from grader.classroom.report import collect
+from grader.classroom.grades import export
+from grader.classroom.grades.handgrades import load
+from grader.classroom.grades.report import collect
+from grader.classroom.grades.total import PENDING, UNANSWERED, chapter_total
+from grader.classroom.grades.written import MARK
+from grader.classroom.grading.batch import autograde_class, result_of
+from grader.classroom.grading.regrade import format_changes, regrade
+from grader.classroom.policy.term import LatePolicy
 from grader.classroom.submissions import Submission
-from grader.classroom.term import LatePolicy
-from grader.classroom.total import PENDING, UNANSWERED, chapter_total
-from grader.classroom.written import MARK
 from grader.coursedir import CourseDir
 
 CHAPTER = find_chapter("02")
@@ -202,8 +202,8 @@ def _ledger(tmp_path):
 
 
 def test_the_learner_page_shows_every_failing_check_whole_and_the_gradebook_total(tmp_path):
-    from grader.classroom.onsubmit_pages import learner_page
-    from grader.classroom.total import AUTOMATIC, Part, Total
+    from grader.classroom.grades.total import AUTOMATIC, Part, Total
+    from grader.classroom.onsubmit.pages import learner_page
 
     total = Total("ada", CHAPTER.assignment, auto=8.0, hand=3.0, late_share=0.0, max_score=14.0,
                   parts=(Part("test_x", AUTOMATIC, 8.0, 8.0), Part("written_p", PENDING, None, 2.0)))
@@ -214,8 +214,8 @@ def test_the_learner_page_shows_every_failing_check_whole_and_the_gradebook_tota
 
 
 def test_the_class_page_reads_the_totals_lists_held_and_shows_a_term_error(tmp_path):
-    from grader.classroom.onsubmit_pages import class_page
-    from grader.classroom.total import AUTOMATIC, Part, Total
+    from grader.classroom.grades.total import AUTOMATIC, Part, Total
+    from grader.classroom.onsubmit.pages import class_page
 
     batch = Total("ben", CHAPTER.assignment, auto=6.0, hand=0.0, late_share=0.0, max_score=8.0,
                   parts=(Part("test_x", AUTOMATIC, 6.0, 8.0),))
@@ -226,7 +226,7 @@ def test_the_class_page_reads_the_totals_lists_held_and_shows_a_term_error(tmp_p
 
 
 def test_a_script_in_a_check_message_does_not_run_in_chromium(tmp_path):
-    from grader.classroom.onsubmit_pages import learner_page
+    from grader.classroom.onsubmit.pages import learner_page
 
     dom = _dom(tmp_path, learner_page(_ledger(tmp_path), "ada", "/s/"))
     assert "THE DECISIVE LINE" in dom and "<details" in dom
@@ -235,8 +235,8 @@ def test_a_script_in_a_check_message_does_not_run_in_chromium(tmp_path):
 
 def test_a_term_file_error_keeps_the_submission_waiting_on_its_row(tmp_path, capsys):
     from grader.classroom.ledger import QUEUED
-    from grader.classroom.onsubmit import Service
-    from grader.classroom.term import WAITING
+    from grader.classroom.onsubmit.service import Service
+    from grader.classroom.policy.term import WAITING
     from tests.test_onsubmit import course, submit
 
     root, exchange = course(tmp_path, "")
@@ -258,7 +258,7 @@ def test_a_term_file_error_keeps_the_submission_waiting_on_its_row(tmp_path, cap
 
 def test_a_misspelt_extension_stops_autograde_and_regrade_with_near_names(tmp_path):
     # as a misspelt accommodation does: a learner silently losing an extension is never a warning at the end
-    from grader.classroom.term import load_term
+    from grader.classroom.policy.term import load_term
 
     course, inbox = tmp_path / "course", tmp_path / "inbox"
     for student in ("learner4", "ada"):
@@ -280,8 +280,8 @@ def test_a_misspelt_extension_stops_autograde_and_regrade_with_near_names(tmp_pa
 def test_a_misspelt_extension_stops_the_grading_service_with_near_names(tmp_path, capsys):
     # the running service, as autograde and regrade: the submissions wait, the class page says why
     from grader.classroom.ledger import QUEUED
-    from grader.classroom.onsubmit import Service
-    from grader.classroom.term import WAITING
+    from grader.classroom.onsubmit.service import Service
+    from grader.classroom.policy.term import WAITING
     from tests.test_onsubmit import course, submit
 
     root, exchange = course(tmp_path, due='[due]\n"02" = 2026-11-20T23:59:00Z')
@@ -312,7 +312,7 @@ def test_a_misspelt_extension_stops_the_grading_service_with_near_names(tmp_path
 
 def test_an_exercise_its_cell_never_defined_says_what_python_said():
     from grader.boundary.unit import Verdict
-    from grader.classroom.recording import fill
+    from grader.classroom.grading.recording import fill
 
     nb = samples.released(CHAPTER)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
@@ -330,10 +330,10 @@ def test_an_exercise_its_cell_never_defined_says_what_python_said():
 def test_partial_credit_reads_as_a_person_writes_it_in_every_view():
     # two of three equal checks of a 7-point exercise: 4.667 points kept, "4.67" shown everywhere
     from grader.boundary.score import Result
-    from grader.classroom.grading import format_table
-    from grader.classroom.onsubmit_pages import _check
-    from grader.classroom.total import AUTOMATIC, Part, Total
-    from grader.classroom.visibility import Check
+    from grader.classroom.grades.total import AUTOMATIC, Part, Total
+    from grader.classroom.grading.batch import format_table
+    from grader.classroom.onsubmit.pages import _check
+    from grader.classroom.policy.visibility import Check
 
     result = Result("attention", 7.0, passed=["a", "b"], failed=[("c", "wrong")])
     assert result.score == 4.667 and result.report().splitlines()[0] == "attention: 4.67 / 7 points"
@@ -362,10 +362,10 @@ def _dom(tmp_path, html: str) -> str:
 def test_the_learner_page_says_attempts_left_the_own_due_date_and_the_score_as_graded(tmp_path):
     # one attempt graded 5 / 14, counted; its total now 11 / 14 with a written answer pending: both shown;
     # 3 attempts allowed, 1 used; ada's extension to the 23rd; the class page lists the extensions
-    from grader.classroom.onsubmit_pages import class_page, learner_page
-    from grader.classroom.submitpolicy import SubmitPolicy
-    from grader.classroom.term import Term
-    from grader.classroom.total import AUTOMATIC, Part, Total
+    from grader.classroom.grades.total import AUTOMATIC, Part, Total
+    from grader.classroom.onsubmit.pages import class_page, learner_page
+    from grader.classroom.policy.submitpolicy import SubmitPolicy
+    from grader.classroom.policy.term import Term
 
     total = Total("ada", CHAPTER.assignment, auto=8.0, hand=3.0, late_share=0.0, max_score=14.0,
                   parts=(Part("test_x", AUTOMATIC, 8.0, 8.0), Part("written_p", PENDING, None, 2.0)))
@@ -386,10 +386,10 @@ def test_the_class_page_lists_the_named_mistakes_the_class_makes_most(tmp_path):
     # three learners' autograded chapter 02 (one Chinese): the mistake two of them make comes first,
     # counted once per learner, with its exercise
     from grader.boundary.specs import exercises
-    from grader.classroom.mistakes import class_mistakes
-    from grader.classroom.onsubmit_pages import class_page
+    from grader.classroom.grades.mistakes import class_mistakes
+    from grader.classroom.grading.recording import test_outputs
+    from grader.classroom.onsubmit.pages import class_page
     from grader.classroom.phrasebook import phrasebook, public_messages
-    from grader.classroom.recording import test_outputs
 
     checks = [c.description for c in exercises(CHAPTER.name)["scaled_dot_product_attention"].checks]
     unscaled = "you forgot to divide the scores by sqrt(d_k)"

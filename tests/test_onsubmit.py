@@ -1,4 +1,4 @@
-"""Grading on submit (grader.classroom.onsubmit), without a hub: submissions written into nbgrader's
+"""Grading on submit (grader.classroom.onsubmit.service), without a hub: submissions written into nbgrader's
 exchange as `nbgrader submit` writes them, the service's rounds run in the test. The hub, the pages
 and Chromium: tests/test_hub.py."""
 import csv
@@ -23,10 +23,10 @@ from grader.boundary.pool import Pool
 from grader.boundary.score import points
 from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
+from grader.classroom.grading.publish import install
 from grader.classroom.ledger import GRADED, GRADING, HELD, QUEUED, REFUSED, SUPERSEDED, Entry, Ledger, parse_inbound
-from grader.classroom.onsubmit import Service
-from grader.classroom.publish import install
-from grader.classroom.submitpolicy import parse_on_submit
+from grader.classroom.onsubmit.service import Service
+from grader.classroom.policy.submitpolicy import parse_on_submit
 from grader.coursedir import COURSE_ID
 
 CHAPTER = find_chapter("02")
@@ -269,7 +269,7 @@ def test_the_ledger_is_sqlite_and_an_old_json_ledger_is_migrated(tmp_path):
 
 
 def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path, pool):
-    from grader.classroom.onsubmit_pages import class_page, learner_page
+    from grader.classroom.onsubmit.pages import class_page, learner_page
 
     root, exchange = course(tmp_path, "")
     service = Service(root, exchange, pool)
@@ -283,15 +283,15 @@ def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path,
     assert f"{points(ada.score)} / {points(ada.max_score)}" in mine
     assert f"/services/grading/feedback/{ada.key}" in mine
     assert "ben" not in mine and service.ledger.of("ben")[0].key not in mine
-    from grader.classroom.timelimit import DEFAULT_SECONDS
+    from grader.classroom.policy.timelimit import DEFAULT_SECONDS
 
     assert ada.time_limit == DEFAULT_SECONDS and "time limit: 5 min" in mine  # no reference measured yet: minutes
     overview = class_page(service.ledger)
     assert "Queue: 0 waiting" in overview and "ada" in overview and "ben" in overview
     # ben wrote the written answers: pending until graded by hand, on his page and in api/mine (the one total)
+    from grader.classroom.grades.written import written
     from grader.classroom.ledger import now
-    from grader.classroom.visibility import learner_view, policy_for
-    from grader.classroom.written import written
+    from grader.classroom.policy.visibility import learner_view, policy_for
 
     [ben] = service.ledger.of("ben")
     assert sorted(ben.pending) == sorted(written(CHAPTER.name)) and not ada.pending  # ada left hers blank: 0
@@ -304,7 +304,7 @@ def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path,
 
 def test_a_chinese_notebook_gets_its_page_and_feedback_in_chinese(tmp_path, pool):
     # the service's page follows the learner's newest graded notebook; the feedback it releases is Chinese
-    from grader.classroom.onsubmit_pages import learner_page
+    from grader.classroom.onsubmit.pages import learner_page
 
     root, exchange = course(tmp_path, "attempts = 2")
     service = Service(root, exchange, pool)
@@ -342,7 +342,7 @@ def test_a_submission_that_cannot_be_graded_gets_its_zero_and_reason(tmp_path, p
 def test_a_submission_written_in_another_learners_name_is_refused(tmp_path, pool, monkeypatch):
     # Each learner a unix user (the hub's local spawner): the inbound folder is writable by all, so
     # its owner, not its name, says who submitted it.
-    import grader.classroom.identity as identity
+    import grader.classroom.intake.identity as identity
 
     root, exchange = course(tmp_path, "")
     service = Service(root, exchange, pool, check_owner=True)
@@ -385,8 +385,8 @@ def test_a_notebook_linked_to_the_class_solutions_is_refused(tmp_path, pool):
 
 
 def test_the_time_limit_is_fitted_to_the_chapters_reference():
-    from grader.classroom.submitpolicy import SubmitPolicy
-    from grader.classroom.timelimit import DEFAULT_SECONDS, FLOOR_SECONDS, fitted
+    from grader.classroom.policy.submitpolicy import SubmitPolicy
+    from grader.classroom.policy.timelimit import DEFAULT_SECONDS, FLOOR_SECONDS, fitted
 
     assert fitted(SubmitPolicy(), 2.0, 1800) == FLOOR_SECONDS  # a fast chapter: the floor
     assert fitted(SubmitPolicy(time_limit_factor=4), 30.0, 1800) == 120

@@ -15,7 +15,7 @@ from nbgrader.api import Gradebook
 from grader.authoring.demo import write_class
 from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
-from grader.classroom.written import written
+from grader.classroom.grades.written import written
 from grader.coursedir import database_of
 from tests.helpers import adversarial_expected
 

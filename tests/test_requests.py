@@ -1,4 +1,4 @@
-"""Regrade requests and the course's staff (grader.classroom.requests, grader.classroom.onsubmit_web): a
+"""Regrade requests and the course's staff (grader.classroom.grades.requests, grader.classroom.onsubmit.web): a
 learner asks about one item of their own graded row; staff (instructors and graders) answer; an accepted
 request with points is a hand score in the gradebook's one total; everything is logged, who from the login."""
 from __future__ import annotations
@@ -21,11 +21,11 @@ from jupyterhub.services.auth import HubOAuth
 from nbgrader.api import Gradebook
 
 from grader.chapters import find_chapter
+from grader.classroom.grades.requests import ACCEPTED, DECLINED, OPEN, Requests, hand_score, items_of
+from grader.classroom.grades.total import AUTOMATIC, Part, Total, chapter_total
+from grader.classroom.grades.total import GRADED as HAND_GRADED
 from grader.classroom.ledger import FAILED, GRADED, Entry, Ledger
 from grader.classroom.phrasebook import phrasebook
-from grader.classroom.requests import ACCEPTED, DECLINED, OPEN, Requests, hand_score, items_of
-from grader.classroom.total import AUTOMATIC, Part, Total, chapter_total
-from grader.classroom.total import GRADED as HAND_GRADED
 from tests.test_browser import serving
 
 CHAPTER = find_chapter("02")
@@ -147,8 +147,8 @@ def judged(tmp_path_factory):
     accept a request on that check with full points; the chapter is regraded (the same code); then ada
     resubmits with the exercise deleted and ben with other code, and the batch grades them."""
     from grader.authoring import samples
-    from grader.classroom.grading import autograde_class
-    from grader.classroom.regrade import regrade
+    from grader.classroom.grading.batch import autograde_class
+    from grader.classroom.grading.regrade import regrade
 
     root = tmp_path_factory.mktemp("judged")
     inbox, course = root / "inbox", root / "course"
@@ -197,7 +197,7 @@ def test_accepted_points_stay_with_the_code_they_judged_when_it_is_graded_again(
 def test_accepted_points_do_not_follow_a_resubmission_with_the_exercise_deleted_or_other_code(judged):
     """Attacks: the points carried to a resubmission (other code), to a deleted exercise; where the harm
     happens, the gradebook's one total after the batch."""
-    from grader.classroom.handgrades import FOLDER, _record
+    from grader.classroom.grades.handgrades import FOLDER, _record
 
     check = judged["check"]
     for student in ("ada", "ben"):
@@ -213,8 +213,8 @@ def test_accepted_points_do_not_follow_a_resubmission_with_the_exercise_deleted_
 
 def test_a_request_shows_the_items_score_now_the_answer_or_the_message_and_its_formgrader_page(judged, capsys):
     """Issue 45: staff answer a request with its context, on the class page and in `grader requests`."""
-    from grader.classroom.onsubmit_pages import class_page
-    from grader.classroom.requests import contexts
+    from grader.classroom.grades.requests import contexts
+    from grader.classroom.onsubmit.pages import class_page
     from grader.cli import main
 
     course, total = judged["course"], judged["after"]["ada"]
@@ -282,7 +282,7 @@ def status_of(call) -> int:
 @pytest.fixture
 def site(tmp_path, monkeypatch):
     """The service's own application (onsubmit_web.application) on a free port; the login: `user["name"]`."""
-    from grader.classroom import onsubmit_web
+    from grader.classroom.onsubmit import web as onsubmit_web
     from tests.adversarial.test_pages import Service
 
     user = {"name": "mal"}
@@ -349,7 +349,7 @@ def test_a_request_travels_from_the_learner_page_to_the_staff_and_back(site):
 
 
 def test_staff_and_forms_have_their_own_policy_headers_and_learners_keep_theirs(site):
-    from grader.classroom.onsubmit_web import FORMS_CSP, STRICT_CSP
+    from grader.classroom.onsubmit.web import FORMS_CSP, STRICT_CSP
 
     svc, base, user = site
     entry = _entry(feedback="f.html")
@@ -385,8 +385,7 @@ def test_grader_requests_lists_them_for_the_terminal_without_the_learners_contro
 
 
 def test_points_go_to_the_attempt_the_gradebook_holds_only(site, monkeypatch):
-    from grader.classroom import onsubmit_web
-
+    from grader.classroom.onsubmit import web as onsubmit_web
     svc, base, user = site
     older, counted = _entry(tag="older"), _entry(tag="counted", counted=True)
     _put(svc, older, counted)
@@ -413,7 +412,7 @@ def test_points_go_to_the_attempt_the_gradebook_holds_only(site, monkeypatch):
 
 
 def test_a_chinese_learner_page_asks_and_answers_in_chinese(tmp_path):
-    from grader.classroom.onsubmit_pages import learner_page
+    from grader.classroom.onsubmit.pages import learner_page
 
     ledger = Ledger(tmp_path)
     entry = _entry(lang="zh", graded_at="2026-11-20T10:05:00+00:00")

@@ -1,4 +1,4 @@
-"""One grading service per class (grader.classroom.servicelock), and a service that ends with its hub.
+"""One grading service per class (grader.classroom.onsubmit.servicelock), and a service that ends with its hub.
 
 The processes are real: a service holding the course directory's lock, a second `grader serve` on the
 same directory, a worker forked from the service outliving it, a "hub" killed with SIGKILL while its
@@ -18,13 +18,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.classroom import servicelock
+from grader.classroom.onsubmit import servicelock
 from tests.test_browser import free_port, wait_for
 
 BIN = Path(sys.executable).parent
 HOLD = textwrap.dedent("""
     import os, sys, time
-    from grader.classroom import servicelock
+    from grader.classroom.onsubmit import servicelock
     servicelock.hold(sys.argv[1])
     if len(sys.argv) > 2 and os.fork() == 0:  # a worker forked from the service, as the sandbox's are
         time.sleep(600)
@@ -170,7 +170,7 @@ def test_a_service_stopped_mid_grading_ends_at_once_and_the_next_service_grades_
     from grader.boundary.confine import Limits
     from grader.boundary.pool import Pool
     from grader.classroom.ledger import GRADED, GRADING, QUEUED, Ledger
-    from grader.classroom.onsubmit import SERVICE_RESTARTED, Service
+    from grader.classroom.onsubmit.service import SERVICE_RESTARTED, Service
     from tests.test_onsubmit import CHAPTER, TOTAL, course, submit
 
     root, exchange = course(tmp_path)

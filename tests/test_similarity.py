@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from grader.chapters import REPO, find_chapter
-from grader.classroom.similarity import similarity
-from grader.classroom.similarity_html import render
-from grader.classroom.similarity_normalise import code_text, prose_text
+from grader.classroom.similarity.html import render
+from grader.classroom.similarity.normalise import code_text, prose_text
+from grader.classroom.similarity.pairs import similarity
 from grader.cli import main
 from tests.test_browser import require_browser
 
@@ -161,7 +161,7 @@ NAME = "x<img src=x onerror=\"document.title='PWNED'\">"
 
 def test_the_page_escapes_every_name_and_answer_and_runs_nothing(tmp_path):
     code = SOFTMAX + f"    # {ATTACK}\n"
-    # NAME is refused by the identity gate (grader.classroom.identity): shown, escaped, in a note alone
+    # NAME is refused by the identity gate (grader.classroom.intake.identity): shown, escaped, in a note alone
     result = _class(tmp_path / "course", {NAME: {"softmax": code}, "a": {"softmax": code}, "b": {"softmax": code},
                                           "c": {}})
     page = render(result)
@@ -207,7 +207,7 @@ def test_the_corpus_has_five_independent_answers_per_exercise():
 
 def test_a_huge_answer_is_capped_and_the_learner_named(tmp_path):
     """Attack: an answer cell of distinct constants (under the 20 MB notebook limit)."""
-    from grader.classroom.similarity import MAX_ANSWER
+    from grader.classroom.similarity.pairs import MAX_ANSWER
 
     learners = {"a": {"softmax": SOFTMAX}, "b": {"softmax": SOFTMAX}, "c": {}}
     learners["big"] = {"softmax": bench.huge_answer(0.5), "scaled_dot_product_attention": PAIR_ONLY}
@@ -223,8 +223,8 @@ def test_the_pair_sums_grow_with_the_fingerprints_not_learners_times_fingerprint
     fingerprints matrix: 160 MB per copy)."""
     import tracemalloc
 
-    from grader.classroom.similarity import Learner, compare
-    from grader.classroom.similarity_normalise import Text
+    from grader.classroom.similarity.normalise import Text
+    from grader.classroom.similarity.pairs import Learner, compare
 
     learners = {f"l{i:03d}": Learner(f"l{i:03d}", {"softmax": Text([], False, {7: {1}, 8: {1}, i: {1}})})
                 for i in range(100)}

@@ -1,5 +1,5 @@
-"""A grading run leaves out course-authored cells no score depends on (grader.classroom.skipping): the scores are
-those of a full run for every chapter, a cell the learner added or edited always runs, and the feedback
+"""A grading run leaves out course-authored cells no score depends on (grader.classroom.grading.skipping): the
+scores are those of a full run for every chapter, a cell the learner added or edited always runs, and the feedback
 shows the learner's own outputs for a cell that was left out."""
 import copy
 
@@ -9,9 +9,9 @@ import pytest
 from grader.authoring import samples
 from grader.boundary.unit import Verdict
 from grader.chapters import CHAPTERS, find_chapter
-from grader.classroom import skipping
-from grader.classroom.grading import grade_paths, job_cells
-from grader.classroom.recording import fill
+from grader.classroom.grading import skipping
+from grader.classroom.grading.batch import grade_paths, job_cells
+from grader.classroom.grading.recording import fill
 
 
 def code(source):

@@ -8,6 +8,7 @@ import pytest
 from grader import cli, sources
 from grader.authoring import build
 from grader.chapters import CHAPTERS, REPO, Chapter
+from grader.cli.common import ready_sources
 from grader.coursedir import CourseDir
 
 CHAPTER = CHAPTERS[0]
@@ -58,11 +59,11 @@ def test_a_folder_is_stale_until_built_from_these_inputs(elsewhere):
 
 def test_a_command_builds_a_missing_folder_once_and_says_so(elsewhere, capsys):
     real = (REPO / "grader" / "source" / CHAPTER.assignment / CHAPTER.notebook_name).read_text()  # make test built it
-    cli.ready_sources([CHAPTER])
+    ready_sources([CHAPTER])
     assert "grader: building 2 nbgrader source folder(s)" in capsys.readouterr().err
     assert CHAPTER.source_notebook.read_text() == real
     assert CHAPTER.edition("zh").source_notebook.is_file()
-    cli.ready_sources([CHAPTER])
+    ready_sources([CHAPTER])
     assert capsys.readouterr().err == ""  # fresh now: nothing built, nothing said
     shutil.rmtree(CHAPTER.edition("zh").source_dir)
     build.ensure([CHAPTER])

@@ -19,14 +19,14 @@ from grader.boundary import seeds
 from grader.boundary.spec import Check
 from grader.boundary.specs import exercises
 from grader.chapters import find_chapter
-from grader.classroom import export
-from grader.classroom.grading import autograde_class
-from grader.classroom.regrade import format_changes, regrade, undo
-from grader.classroom.report import write_report
+from grader.classroom.grades import export
+from grader.classroom.grades.report import write_report
+from grader.classroom.grades.total import late_policy
+from grader.classroom.grades.written import written
+from grader.classroom.grading.batch import autograde_class
+from grader.classroom.grading.regrade import format_changes, regrade, undo
+from grader.classroom.policy.term import LatePolicy, load_term
 from grader.classroom.submissions import Submission
-from grader.classroom.term import LatePolicy, load_term
-from grader.classroom.total import late_policy
-from grader.classroom.written import written
 from grader.cli import main
 
 CHAPTER = find_chapter("02")
@@ -318,7 +318,7 @@ def test_regrade_summary_counts_kept_scores_apart():
 def test_report_flags_a_check_everybody_passes_only_in_a_class_large_enough(learners):
     from collections import Counter
 
-    from grader.classroom.report import render
+    from grader.classroom.grades.report import render
 
     long_check = "inputs around 1e4 give finite, correct probabilities (exp overflows without the shift by the row max)"
     data = {"scores": {f"s{i}": (10.0, 0.0) for i in range(learners)}, "max_score": 10.0, "failed": {},

@@ -10,9 +10,9 @@ from grader.authoring import samples
 from grader.authoring.build import build_source_notebook
 from grader.authoring.bundle import folder_files
 from grader.chapters import CHAPTERS, find_chapter, is_answer_cell
-from grader.classroom.grading import autograde_class, job_cells
+from grader.classroom.grades.written import BANNER, IMITATION, MARK, written
+from grader.classroom.grading.batch import autograde_class, job_cells
 from grader.classroom.submissions import repair
-from grader.classroom.written import BANNER, IMITATION, MARK, written
 
 
 def answer_cells(nb):

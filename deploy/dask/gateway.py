@@ -12,7 +12,7 @@ import argparse
 
 from dask_gateway import Gateway
 
-from grader.classroom.grading import autograde_class
+from grader.classroom.grading.batch import autograde_class
 
 parser = argparse.ArgumentParser()
 parser.add_argument("submissions")

@@ -211,7 +211,7 @@ else:
     instructor_home = Path(os.path.expanduser(f"~{instructor}"))
 # Only the instructor's server knows the course directory (formgrader, `grader collect`) and the class
 # (COURSE_LEARNERS: every student id `grader collect` and `grader autograde` accept is one of them,
-# grader.classroom.identity).
+# grader.classroom.intake.identity).
 c.Spawner.environment["COURSE_DIRECTORY"] = lambda spawner: (
     course_dir or str(instructor_home / "course")) if spawner.user.name == instructor else ""
 c.Spawner.environment["COURSE_LEARNERS"] = lambda spawner: (
@@ -235,7 +235,8 @@ if env("COURSE_GRADING_SERVICE", "on") != "off":
                     *(arg for grader in sorted(graders) for arg in ("--grader", grader))],
         "oauth_no_confirm": True,
         "timeout": 120,  # seconds to answer: it starts its warm pool (torch) first; JupyterHub's 10 s is short
-        # COURSE_LEARNERS: the class every submission's learner and accommodation must be in (grader.classroom.identity)
+        # COURSE_LEARNERS: the class every submission's learner and accommodation must be in
+        # (grader.classroom.intake.identity)
         "environment": {"PATH": f"{BIN}{os.pathsep}{env('PATH', '/usr/bin:/bin')}", "MPLBACKEND": "Agg",
                         "COURSE_EXCHANGE_ROOT": exchange, "COURSE_LEARNERS": ",".join(sorted(learners)),
                         "COURSE_LTI": lti},  # it posts each total to the LMS gradebook (grader.classroom.lti.outbox)

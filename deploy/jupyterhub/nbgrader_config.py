@@ -16,7 +16,7 @@ c.CourseDirectory.course_id = "transformers-from-scratch"
 c.Validator.validate_all = True
 # Stock autograde (the instructor's Formgrader button, `nbgrader autograde`) would run a learner's code in the
 # instructor's kernel, outside the sandbox: it refuses and names `grader autograde` (as each course directory does).
-c.Autograde.autograde_preprocessors = ["grader.classroom.recording.SandboxOnly"]
+c.Autograde.autograde_preprocessors = ["grader.classroom.grading.recording.SandboxOnly"]
 c.Exchange.root = os.environ.get("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
 if os.environ.get("COURSE_DIRECTORY"):  # the instructor's server only
     c.CourseDirectory.root = os.environ["COURSE_DIRECTORY"]

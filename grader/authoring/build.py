@@ -28,8 +28,8 @@ from grader.authoring.corpus import generated_files
 from grader.authoring.text import filled_by, read_text_source
 from grader.boundary.specs import exercises
 from grader.chapters import RELEASE_PACKAGES, TEST_PREFIX, Chapter, exercise_of, is_answer_cell, is_test_cell
-from grader.classroom.written import PREFIX as WRITTEN_PREFIX
-from grader.classroom.written import written
+from grader.classroom.grades.written import PREFIX as WRITTEN_PREFIX
+from grader.classroom.grades.written import written
 from grader.coursedir import CourseDir
 
 HIDDEN_TEST = '''\

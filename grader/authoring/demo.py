@@ -10,7 +10,7 @@ import nbformat
 
 from grader.authoring import samples
 from grader.chapters import Chapter
-from grader.classroom.grading import autograde_class
+from grader.classroom.grading.batch import autograde_class
 
 STUDENTS = {
     "ada": ("the reference solution", samples.reference),

@@ -5,7 +5,7 @@ that exercise's test cell judged once more (grader.boundary.child), and the exer
 (`course.checks.<chapter>.check_<exercise>`) runs here against proxies of it, as the hidden checks do
 (grader.boundary.proxy): the same stand-ins, calls and comparisons. Its inputs are public, so nothing
 hidden is used. Only a failure that names a mistake the check knows (`course.checks.mistake`: its stored numbers)
-is kept, as text beside the exercise's report (grader.classroom.recording); a passing check or a generic
+is kept, as text beside the exercise's report (grader.classroom.grading.recording); a passing check or a generic
 "wrong values" adds nothing. Every score was judged before this runs: whatever the learner's object does
 here (raise, hang, end its process) costs only the text, and a time budget bounds it.
 """
@@ -25,7 +25,7 @@ from grader.boundary.wire import Lost, WireError
 SECONDS = 5.0  # the learner's code, per exercise diagnosed (a public check takes well under a second)
 BUDGET = 15.0  # all the diagnoses of one submission, wall clock
 GRACE = 2.0  # seconds past SECONDS before a silent child counts as lost (then no more diagnoses)
-LIMIT = 500  # characters of a diagnosis kept (grader.classroom.recording bounds what it reads alike)
+LIMIT = 500  # characters of a diagnosis kept (grader.classroom.grading.recording bounds what it reads alike)
 UNWRITTEN = "not implemented yet"  # grader.boundary.score's reason for a check the skeleton fails
 
 

@@ -1,7 +1,7 @@
 """Trusted side: grading one submission is one unit of work, a `Job` in and a `Verdict` out, plain data.
 
-A pool judges a Job (grader.boundary.pool: here, or on a Dask worker, grader.classroom.cluster) and
-gives back its Verdict; the class records it (grader.classroom.recording). Neither holds learner code:
+A pool judges a Job (grader.boundary.pool: here, or on a Dask worker, grader.classroom.grading.cluster) and
+gives back its Verdict; the class records it (grader.classroom.grading.recording). Neither holds learner code:
 a Job holds the cells as text and where the chapter's release folder is, a Verdict one JSON message
 per cell. The hidden inputs' secret travels in the Job and stays on the trusted side.
 """

@@ -1,4 +1,4 @@
-"""The grading service's ledger (grader.classroom.onsubmit): one entry per submission in nbgrader's
+"""The grading service's ledger (grader.classroom.onsubmit.service): one entry per submission in nbgrader's
 exchange, and what became of it; `<course dir>/on-submit/ledger.sqlite` (the stdlib's sqlite3), one
 row per entry, written as each entry changes (a scan of 1,200 folders is 1,200 row writes in one
 transaction, not 1,200 rewrites of the whole ledger). A ledger kept by an earlier version as
@@ -9,7 +9,7 @@ transaction, not 1,200 rewrites of the whole ledger). A ledger kept by an earlie
     superseded (a newer submission of the same learner and chapter took its place in the queue)
 
 Times in an entry are the service's own clock (`seen_at`, and `submitted_at`: when the content graded
-was last changed, by the kernel's clock; grader.classroom.safecopy), never the learner's folder name
+was last changed, by the kernel's clock; grader.classroom.intake.safecopy), never the learner's folder name
 or timestamp.txt (kept as `claimed_at`, shown, never used). Every time read back is range-checked.
 """
 from __future__ import annotations
@@ -72,7 +72,8 @@ class Entry:
     seen_at: str = ""  # when the service first saw the folder (its own clock)
     graded_at: str | None = None  # set once a grade was recorded: only then is it an attempt used
     lang: str = "en"  # the edition of the notebook graded: its page is in that language
-    pending: list = field(default_factory=list)  # written answers not yet graded by hand (grader.classroom.total)
+    # written answers not yet graded by hand (grader.classroom.grades.total)
+    pending: list = field(default_factory=list)
     claimed_at: str = ""  # the time the folder name gives (the learner's word: shown, never used)
     tries: int = 0  # gradings started (a service that stops while grading one tries it again)
     time_limit: float | None = None  # seconds its notebook may run, set when its grading starts (timelimit.fitted)

@@ -11,7 +11,7 @@ from nbgrader.api import Gradebook
 
 from grader.authoring import samples
 from grader.boundary.confine import Limits, no_new_processes, private_root
-from grader.classroom.grading import autograde_class
+from grader.classroom.grading.batch import autograde_class
 from tests.adversarial.cases import CASES, CHAPTER, FULL, Paths
 
 

@@ -14,7 +14,7 @@ import pytest
 from grader.boundary.pool import Pool
 from grader.boundary.proxy import Session, turn
 from grader.boundary.wire import Codec, Endpoint, Lost, Overtime
-from grader.classroom.grading import grade_paths
+from grader.classroom.grading.batch import grade_paths
 from tests.adversarial.cases import FULL, STALLS, notebook, stalling
 
 

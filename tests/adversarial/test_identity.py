@@ -1,5 +1,5 @@
 """Attacks on who a submission belongs to (issue 44, identity; DESIGN.md invariant 10): a learner chooses the
-name of every folder they write into the exchange, so a name is a claim until grader.classroom.identity
+name of every folder they write into the exchange, so a name is a claim until grader.classroom.intake.identity
 admits it. Each attack is tried where the harm happens: the gradebook after a real batch (nbgrader's
 autograde through `grader autograde`), the folders `grader collect` fills, the grading service's ledger.
 Each test failed on the code before the one gate (names checked in two places only, owners off by default,
@@ -15,12 +15,12 @@ from nbgrader.api import Gradebook
 from grader.authoring import samples
 from grader.boundary.confine import Limits
 from grader.chapters import find_chapter
-from grader.classroom.grading import autograde_class
-from grader.classroom.intake import collect, gather
+from grader.classroom.grading.batch import autograde_class
+from grader.classroom.grading.regrade import regrade
+from grader.classroom.intake.collect import collect, gather
 from grader.classroom.ledger import REFUSED
-from grader.classroom.onsubmit import Service
-from grader.classroom.regrade import regrade
-from grader.classroom.similarity import similarity
+from grader.classroom.onsubmit.service import Service
+from grader.classroom.similarity.pairs import similarity
 from grader.coursedir import COURSE_ID
 
 CHAPTER = find_chapter("02")

@@ -1,6 +1,6 @@
 """Attacks on the batch route as a learner would make them (issue 35, sections 2 and 3): what a learner
 writes reaches an LMS download, nbgrader's submitted/ folder, a timestamp.txt and the CSVs. Each test
-failed on the code before grader.classroom.safecopy / lms keyed by user id / csvsafe everywhere.
+failed on the code before grader.classroom.intake.safecopy / lms keyed by user id / csvsafe everywhere.
 No sandbox run: these stop before grading (a staging with the release, as tests/test_batch_fuzz.py)."""
 import csv
 import os
@@ -14,11 +14,11 @@ import pytest
 
 from grader.authoring import samples
 from grader.chapters import find_chapter
-from grader.classroom import lms
-from grader.classroom.csvsafe import write_rows
-from grader.classroom.export import Export, write, write_course_csv
-from grader.classroom.grading import stage
-from grader.classroom.intake import gather, keep_originals
+from grader.classroom.grades.export import Export, write, write_course_csv
+from grader.classroom.grading.batch import stage
+from grader.classroom.intake import lms
+from grader.classroom.intake.collect import gather, keep_originals
+from grader.classroom.intake.csvsafe import write_rows
 from grader.classroom.submissions import submission_time
 
 CHAPTER = find_chapter("02")
@@ -192,7 +192,7 @@ def test_grades_csv_and_the_lms_export_neutralise_learner_cells(tmp_path):
 def test_grader_collect_refuses_links_and_writes_its_own_time(tmp_path):
     # `grader collect` in place of `nbgrader collect`: the exchange's inbound folder as the learner left
     # it (a link to the source notebook, a forged timestamp) never reaches submitted/ as fact.
-    from grader.classroom.intake import collect
+    from grader.classroom.intake.collect import collect
     from grader.coursedir import COURSE_ID
 
     inbound = tmp_path / "exchange" / COURSE_ID / "inbound"

@@ -21,9 +21,9 @@ import pytest
 
 from grader.authoring import samples
 from grader.chapters import find_chapter, is_answer_cell
-from grader.classroom.grading import autograde_class, job_cells
+from grader.classroom.grades.written import IMITATION, written
+from grader.classroom.grading.batch import autograde_class, job_cells
 from grader.classroom.ledger import GRADED, Entry, Ledger
-from grader.classroom.written import IMITATION, written
 from tests.test_browser import OUTPUT, Page, chromium, serving, wait_for
 
 CHAPTER = find_chapter("02")
@@ -223,10 +223,10 @@ def test_no_learner_cell_imitates_or_hides_the_rubric(rubric_view, attack):
 # ---------------------------------------------------------------- the grading service
 
 class Service:
-    """What onsubmit_web's pages read of grader.classroom.onsubmit.Service."""
+    """What onsubmit_web's pages read of grader.classroom.onsubmit.service.Service."""
 
     def __init__(self, course_dir: Path, policy: str = ""):
-        from grader.classroom.term import PolicyFile
+        from grader.classroom.policy.term import PolicyFile
 
         self.course_dir, self.ledger = course_dir, Ledger(course_dir)
         (course_dir / "term.toml").write_text(policy)
@@ -246,8 +246,7 @@ def service(tmp_path, monkeypatch):
     """The service's tornado application on a free port, the hub's login replaced by a fixed learner."""
     from jupyterhub.services.auth import HubOAuth
 
-    from grader.classroom import onsubmit_web
-
+    from grader.classroom.onsubmit import web as onsubmit_web
     monkeypatch.setattr(onsubmit_web.Page, "get_current_user", lambda self: {"name": "mal"})
     due = (datetime.now(timezone.utc) + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
     svc = Service(tmp_path, f'[due]\n"02" = {due}\n[on_submit]\nchapters = ["02"]\nfeedback_before_due = "score"\n')
@@ -312,7 +311,7 @@ def test_every_route_carries_the_strict_policy(service):
 
 def test_api_mine_reads_the_gradebook_total_and_its_pending_answers(service):
     # the counted attempt shows the one total (a hand grade given since), its unmarked written answers pending
-    from grader.classroom.total import AUTOMATIC, PENDING, Part, Total
+    from grader.classroom.grades.total import AUTOMATIC, PENDING, Part, Total
 
     svc, base = service
     graded_entry(svc, tag="counted", counted=True)
@@ -334,8 +333,8 @@ def test_api_mine_reads_the_gradebook_total_and_its_pending_answers(service):
 
 
 def test_batch_feedback_is_linked_on_the_class_page_and_served_to_the_instructor_alone(service):
-    from grader.classroom.onsubmit_pages import batch_key
-    from grader.classroom.total import AUTOMATIC, Part, Total
+    from grader.classroom.grades.total import AUTOMATIC, Part, Total
+    from grader.classroom.onsubmit.pages import batch_key
 
     svc, base = service
     html = svc.course_dir / "feedback" / "bea" / CHAPTER.assignment / f"{CHAPTER.name}.html"
@@ -384,7 +383,7 @@ def test_a_feedback_file_served_by_the_service_runs_no_script(service, browser, 
 def test_the_chapters_own_cells_and_plots_draw_as_before(edition):
     # the sanitiser changes nothing an honest notebook holds: every chapter's text and a plot's output
     from grader.chapters import CHAPTERS
-    from grader.classroom.sanitise import clean_markdown, clean_output
+    from grader.classroom.intake.sanitise import clean_markdown, clean_output
 
     for chapter in CHAPTERS:
         nb = samples.reference(chapter.edition(edition))
@@ -400,7 +399,7 @@ def test_the_chapters_own_cells_and_plots_draw_as_before(edition):
 
 
 def test_learner_view_is_the_one_rule():
-    from grader.classroom.visibility import Policy, learner_view
+    from grader.classroom.policy.visibility import Policy, learner_view
 
     entry = Entry(id="x", student="mal", assignment=CHAPTER.assignment, submitted_at="2026-11-20T10:00:00+00:00",
                   status=GRADED, score=6.0, max_score=8.0, feedback="f.html",
@@ -419,7 +418,7 @@ def test_learner_view_is_the_one_rule():
 
 def test_a_feedback_file_runs_no_script_wherever_it_is_opened(browser, tmp_path):
     # defence in depth: a notebook that reached the feedback exporter unsanitised (its own CSP, in the file)
-    from grader.classroom.recording import feedback_exporter
+    from grader.classroom.grading.recording import feedback_exporter
 
     nb = samples.released(CHAPTER)
     nb.cells.append(nbformat.v4.new_markdown_cell(f'<img src="x" onerror="{pwn("file-handler")}">'))

@@ -1,6 +1,6 @@
 """Attacks on the grading service's queue as a learner would make them (issue 35, sections 2 to 5): the
 inbound folder of nbgrader's exchange is the learner's to write (its name, its files, its clock, how
-many). Each test failed on the service before (grader.classroom.onsubmit with a JSON ledger, folder
+many). Each test failed on the service before (grader.classroom.onsubmit.service with a JSON ledger, folder
 names as times, copies at grading time with shutil); most need only a scan, a few grade with the
 sandboxed pool (chapter 02)."""
 import os
@@ -18,7 +18,7 @@ from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool
 from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, SUPERSEDED, Entry
-from grader.classroom.onsubmit import Service
+from grader.classroom.onsubmit.service import Service
 from grader.coursedir import COURSE_ID
 from tests.test_onsubmit import course
 

@@ -11,8 +11,8 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.chapters import find_chapter
-from grader.classroom.identity import NotALearner, admit_student
-from grader.classroom.total import chapter_total
+from grader.classroom.grades.total import chapter_total
+from grader.classroom.intake.identity import NotALearner, admit_student
 
 CHAPTER = find_chapter("02")
 
@@ -46,9 +46,9 @@ def test_regrade_points_do_not_follow_code_in_a_cell_the_learner_marked_as_a_tes
     new cell that breaks the exercise, its metadata forged as a hidden-test cell (grade: true, no solution).
     handgrades.code_digest leaves such cells out, so the code 'judged' looks unchanged and the points stay."""
     from grader.authoring import samples
-    from grader.classroom.grading import autograde_class
-    from grader.classroom.requests import hand_score
-    from grader.classroom.total import AUTOMATIC
+    from grader.classroom.grades.requests import hand_score
+    from grader.classroom.grades.total import AUTOMATIC
+    from grader.classroom.grading.batch import autograde_class
 
     inbox, course = tmp_path / "inbox", tmp_path / "course"
     wrong = samples.partly_wrong(CHAPTER, mistakes=1)
@@ -79,7 +79,7 @@ def test_a_graders_class_page_shows_no_term_of_an_accommodation(tmp_path, monkey
 
     from jupyterhub.services.auth import HubOAuth
 
-    from grader.classroom import onsubmit_web
+    from grader.classroom.onsubmit import web as onsubmit_web
     from tests.adversarial.test_pages import Service
     from tests.test_accommodations import TERM
     from tests.test_browser import serving
@@ -104,7 +104,7 @@ HELD_MARKDOWN = ["<javascript:alert(1)>", "[x][r]\n\n[r]: javascript:alert(1)", 
 
 @pytest.mark.parametrize("source", HELD_MARKDOWN)
 def test_learner_markdown_that_draws_markup_is_shown_as_text(source):
-    from grader.classroom.sanitise import markdown_problem
+    from grader.classroom.intake.sanitise import markdown_problem
 
     assert markdown_problem(source) is not None
 
@@ -122,7 +122,7 @@ def test_tex_in_a_latex_environment_that_mathjax_would_draw_as_markup_is_shown_a
 
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    from grader.classroom.sanitise import clean_markdown
+    from grader.classroom.intake.sanitise import clean_markdown
 
     html = markdown2html_mistune(clean_markdown(source))
     outside_code = regex.sub(r"(?s)<pre>.*?</pre>|<code>.*?</code>", "", html)
@@ -133,7 +133,7 @@ def test_the_similarity_report_survives_answers_nested_past_the_parser(tmp_path)
     """Attack (similarity survives any one learner): answers a recursive AST walk cannot follow (60,000 unary
     minuses, 45,000 chained additions, 98 nested ifs); the class's report still compares the others."""
     from grader.authoring import samples
-    from grader.classroom.similarity import similarity
+    from grader.classroom.similarity.pairs import similarity
     from tests.adversarial.test_identity import handed_in
 
     course = tmp_path / "course"
@@ -160,8 +160,8 @@ def test_a_learner_cannot_write_a_likely_mistake_onto_the_class_page(tmp_path):
     a newline and then the likely-mistake line the checks print. The check's report keeps the message as lines;
     the class page's 'What the class gets wrong' (and Formgrader's test cell) shows it as the notebook's own check."""
     from grader.authoring import samples
-    from grader.classroom.grading import autograde_class
-    from grader.classroom.mistakes import class_mistakes
+    from grader.classroom.grades.mistakes import class_mistakes
+    from grader.classroom.grading.batch import autograde_class
 
     inbox, course = tmp_path / "inbox", tmp_path / "course"
     nb = samples.reference(CHAPTER)
@@ -192,9 +192,9 @@ def test_a_late_learner_cannot_drop_their_late_penalty_by_the_timestamp_they_wro
     from datetime import datetime, timezone
 
     from grader.authoring import samples
-    from grader.classroom.grading import autograde_class
+    from grader.classroom.grading.batch import autograde_class
+    from grader.classroom.policy.term import load_term
     from grader.classroom.submissions import write_timestamp
-    from grader.classroom.term import load_term
 
     course = tmp_path / "course"
     for student, claim in (("ada", "honest"), ("mal", stamp)):
@@ -218,7 +218,7 @@ def test_regrade_points_are_bound_to_code_that_differs_only_in_a_strings_trailin
     """Attack (regrade points belong to the code they judged): two attempts whose code computes different values
     (a separator with and without its trailing space, inside a triple-quoted string) hash alike, so points given
     for the first stay with the second (bind_points compares code_digest)."""
-    from grader.classroom.handgrades import code_digest
+    from grader.classroom.grades.handgrades import code_digest
 
     def attempt(separator_line: str):
         return [nbformat.v4.new_code_cell(f'SEP = """{separator_line}\n"""\ndef join(a, b):\n    return a + SEP + b')]

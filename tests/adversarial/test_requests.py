@@ -1,4 +1,4 @@
-"""Regrade requests attacked in a real headless Chromium (grader.classroom.requests, onsubmit_web): a learner
+"""Regrade requests attacked in a real headless Chromium (grader.classroom.grades.requests, onsubmit_web): a learner
 posts a note of markup and script through the learner page's own form (a sandboxed page: forms, no
 script); the class page shows it as text and runs nothing; a POST without the XSRF token, or about another
 learner's row, is refused. (Chromium: skipped without one unless COURSE_REQUIRE_BROWSER=1.)
@@ -12,8 +12,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from grader.classroom.grades.requests import Requests
 from grader.classroom.ledger import GRADED, Entry
-from grader.classroom.requests import Requests
 from tests.adversarial import test_pages
 from tests.adversarial.test_pages import graded_entry, pwn
 from tests.test_browser import wait_for

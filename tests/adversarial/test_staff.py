@@ -25,9 +25,9 @@ from nbgrader.api import Gradebook
 
 from grader.authoring import samples
 from grader.chapters import REPO, find_chapter, is_answer_cell
-from grader.classroom import export
-from grader.classroom.grading import autograde_class
-from grader.classroom.total import PENDING, chapter_total
+from grader.classroom.grades import export
+from grader.classroom.grades.total import PENDING, chapter_total
+from grader.classroom.grading.batch import autograde_class
 from grader.coursedir import CourseDir
 from tests.adversarial.test_pages import browser, formgrader_html, open_page, scripts_that_ran  # noqa: F401
 from tests.test_browser import OUTPUT
@@ -147,7 +147,7 @@ def test_an_unbounded_grade_never_becomes_a_total_or_an_export(commented, tmp_pa
 def test_a_nan_in_the_gradebook_is_pending_not_a_total(kind, field):
     from types import SimpleNamespace
 
-    from grader.classroom.total import _part
+    from grader.classroom.grades.total import _part
 
     grade = SimpleNamespace(name="x", max_score=2.0, auto_score=1.0, needs_manual_grade=False, extra_credit=None,
                             manual_score=1.0, cell=SimpleNamespace(cell_type=kind))

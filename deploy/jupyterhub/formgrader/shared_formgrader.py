@@ -21,7 +21,7 @@ Each way in, and what closes it (the server's config is jupyter_server_config.py
 What it does not close: a hand grade may be given for any graded cell (nbgrader's manual grading, as in
 the instructor's Formgrader), and the grading page shows each submission with its rubric. That page renders
 the autograded notebook in the hub's origin, as the instructor's Formgrader does; `grader autograde` wrote it
-sanitised (grader.classroom.sanitise), which is what keeps a learner's markdown from scripting a grader.
+sanitised (grader.classroom.intake.sanitise), which is what keeps a learner's markdown from scripting a grader.
 """
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ from nbgrader.server_extensions.formgrader.formgrader import FormgradeExtension
 from tornado import ioloop, web
 from traitlets import default
 
-from grader.classroom.servicelock import end_with_parent
-from grader.classroom.total import bounded
+from grader.classroom.grades.total import bounded
+from grader.classroom.onsubmit.servicelock import end_with_parent
 
 INSTRUCTORS = "is the instructor's (their own Formgrader, in their server): the shared Formgrader grades by hand"
 WRITES = ("post", "put", "patch", "delete")

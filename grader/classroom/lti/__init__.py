@@ -4,7 +4,7 @@
   tool's own key, read from the folder $COURSE_LTI (platform.json);
 - `launch`: a launch's id_token checked (the platform's keys from its JWKS URL, cached; audience, expiry,
   deployment, a nonce used once) and the LMS's stable user id (`sub`) mapped to a hub user through the one
-  gate for identity (grader.classroom.identity.admit_student); `hub` puts it in JupyterHub, on top of the
+  gate for identity (grader.classroom.intake.identity.admit_student); `hub` puts it in JupyterHub, on top of the
   JupyterHub project's own jupyterhub-ltiauthenticator;
 - `outbox`: each chapter's one total posted to the LMS gradebook (Assignment and Grade Services) when it
   changes, from the grading service's publishing step; a failed post stays queued and is retried;

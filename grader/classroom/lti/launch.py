@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlparse
 import jwt
 
 from grader.chapters import find_chapter
-from grader.classroom.identity import SAFE_NAME, admit_student
+from grader.classroom.intake.identity import SAFE_NAME, admit_student
 
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 DEPLOYMENT = CLAIM + "deployment_id"

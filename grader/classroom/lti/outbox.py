@@ -1,7 +1,7 @@
 """Each chapter's one total posted to the LMS gradebook (LTI Advantage Assignment and Grade Services).
 
-The grading service's publishing step (grader.classroom.publish.Publisher.round) calls `post_round` every
-round: when the gradebook changed, each learner's total (grader.classroom.total: automatic points, hand
+The grading service's publishing step (grader.classroom.grading.publish.Publisher.round) calls `post_round` every
+round: when the gradebook changed, each learner's total (grader.classroom.grades.total: automatic points, hand
 grades, the late penalty; written answers still to grade make it "PendingManual", not a final 0) that differs
 from what the LMS was last sent is queued; then whatever is due is sent. A post that fails stays in the queue
 (the course directory's on-submit/lti-outbox.json) with its error, is tried again later (waiting longer each
@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.chapters import find_chapter
-from grader.classroom.identity import admit_student
+from grader.classroom.grades.total import course_totals
+from grader.classroom.intake.identity import admit_student
 from grader.classroom.ledger import STATE_DIR
 from grader.classroom.lti.context import load_context
 from grader.classroom.lti.platform import load_platform
-from grader.classroom.total import course_totals
 
 OUTBOX = "lti-outbox.json"
 MAX_WAIT = 3600  # seconds between tries of a failing post, at most

@@ -4,7 +4,7 @@
 (`sub`), role (learner, grader for a teaching assistant, instructor) and hub user (accounts.json's name for
 the `sub`, else one derived from it; never a display name). The hub reads it at start
 (deploy/jupyterhub/jupyterhub_config.py): its learners join COURSE_LEARNERS, the class every gate, the class
-page, accommodations and similarity use (grader.classroom.identity.the_class), its TAs COURSE_GRADERS.
+page, accommodations and similarity use (grader.classroom.intake.identity.the_class), its TAs COURSE_GRADERS.
 Run it with `python -m grader.classroom.lti roster`, then restart the hub.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from grader.classroom.identity import SAFE_NAME
+from grader.classroom.intake.identity import SAFE_NAME
 from grader.classroom.lti.launch import derived_name
 
 LEARNER, GRADER, INSTRUCTOR = "learner", "grader", "instructor"
