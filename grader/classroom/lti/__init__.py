@@ -10,4 +10,8 @@
   changes, from the grading service's publishing step; a failed post stays queued and is retried;
 - `roster`: the class from Names and Role Provisioning Services (learners, graders, instructors).
 pylti1p3 signs and sends the service calls, PyJWT checks the launch: nothing here does its own crypto.
+
+May import: intake (identity's one gate), grades (the one total) and the bottom (ledger); chapters.
+Used by: grading (publish: the outbox's round), onsubmit (the class page's LMS gradebook section), the hub's
+configuration (deploy/jupyterhub: `hub`), `python -m grader.classroom.lti roster`.
 """
