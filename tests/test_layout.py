@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 from grader.chapters import REPO
 
@@ -289,3 +292,22 @@ def figures() -> str:
 
 if __name__ == "__main__":
     print(figures())
+
+
+@pytest.mark.parametrize("guide", ["guides/maintaining.md", "guides/zh/maintaining.md"])
+def test_the_maintainers_guide_names_every_module_where_it_lives(guide):
+    """The guide's layout block follows the tree: each top-level module and folder of grader/ by its path, each
+    module of a room by its name (a chapter's specs and a verb of the command line go by their folder's line)."""
+    text = (REPO / guide).read_text()
+    start = text.index("grader/cli/ ")
+    block = text[start:text.index("```", start)]
+    words = set(re.findall(r"[A-Za-z0-9_]+", block))
+    missing = [f"grader/{p.name}" for p in sorted(PACKAGE.iterdir())
+               if (p.suffix == ".py" or (p / "__init__.py").exists()) and not p.name.startswith("_")
+               and f"grader/{p.name}" not in block]
+    for room in ("authoring", "boundary", "classroom", "website"):
+        for module in sorted((PACKAGE / room).rglob("*.py")):
+            name = module.parent.name if module.stem == "__init__" else module.stem
+            if module.parent.name != "specs" and not name.startswith("_") and name not in words:
+                missing.append(str(module.relative_to(REPO)))
+    assert missing == [], f"{guide}'s layout section does not name these: say where they belong"
