@@ -103,8 +103,8 @@ release: sources
 
 # The course as a static website, offline (grader.website): site/_build/html/ (English; zh/ the Chinese
 # edition). The reference runs that draw the demo cells' plots are cached in site/_cache/ by content: a
-# fresh build runs all 18 notebooks (SITE_JOBS at a time, default 2; 8.5 min on 2 cores), a rebuild only
-# what changed (under a minute when nothing did).
+# fresh build runs all 18 notebooks (SITE_JOBS at a time, default 2; 525 CPU-s, 11 min on 2 loaded cores:
+# benchmarks/website.py, which shows their training cells take most of it), a rebuild only what changed.
 site: setup
 	$(BIN)/python -m grader.website
 
