@@ -1,9 +1,10 @@
 """The hub with LTI 1.3 (COURSE_LTI, grader.classroom.lti.hub): the configuration a class gets, and one class
 launched from a real platform (Open edX's lti_consumer, tests/lti_platform.py) in Chromium: a learner lands on
-the hub logged in as the hub user their LMS id maps to, in the chapter their link names; a forged launch is
-refused; what they submit is graded on submit, hand-graded by a TA in the shared Formgrader, and its one total
-reaches the platform's gradebook (pending first, then final). One hub (the simple spawner, the grading service
-on) for the module."""
+the hub logged in as the hub user their LMS id maps to, in the chapter their link names; what they submit is
+graded on submit, hand-graded by a TA in the shared Formgrader, and its one total reaches the platform's gradebook
+(pending first, then final); a forged, replayed, misaddressed, expired or foreign launch, altered on its way from
+the platform to the hub, is refused with its reason and records nothing. One hub (the simple spawner, the grading
+service on) for the module."""
 from __future__ import annotations
 
 import base64
@@ -11,18 +12,20 @@ import csv
 import json
 import os
 import subprocess
+import time
 import urllib.error
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+import jwt
 import nbformat
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from grader.authoring import samples
-from grader.classroom.lti.launch import ROLES, derived_name
+from grader.classroom.lti.launch import derived_name
 from tests.lti_platform import Platform, Tool, lti_platform
 from tests.test_browser import chromium, free_port, http_ok, wait_for
 from tests.test_hub import BIN, COURSE_ID, DEPLOY, FORMGRADER, ON_SUBMIT, PROXY, Hub, load_hub_config, mine
@@ -85,9 +88,16 @@ class LtiClass:
         return subprocess.run(["sqlite3", str(self.hub.state / "jupyterhub.sqlite"), "select name from users"],
                               capture_output=True, text=True, check=True).stdout.split()
 
+    def logged_in(self) -> list[str]:
+        """Hub users who were ever logged in (a user on the roster exists in the hub before their first launch)."""
+        return subprocess.run(["sqlite3", str(self.hub.state / "jupyterhub.sqlite"),
+                               "select name from users where last_activity is not null order by name"],
+                              capture_output=True, text=True, check=True).stdout.split()
+
     def recorded(self) -> dict:
-        """What a launch may leave behind: hub users, the LMS context (context.json), used nonces."""
-        return {"users": sorted(self.users()), **{name: (self.folder / name).read_bytes()
+        """What a launch may leave behind: hub users, logins, the LMS context (context.json), used nonces."""
+        return {"users": sorted(self.users()), "logged in": self.logged_in(),
+                **{name: (self.folder / name).read_bytes()
                                                  if (self.folder / name).exists() else None
                                                  for name in ("context.json", "nonces.json")}}
 
@@ -106,12 +116,14 @@ def lti_class(tmp_path_factory):
     with lti_platform(tool, chapters=[CHAPTER]) as platform:
         ann = platform.add_user("ann", role="student", name="Ann Lee", email="ann@example.org")
         tim = platform.add_user("tim", role="Community TA", name="Tim Ta")
+        cy = platform.add_user("cy", role="student", name="Cy Ng")  # a learner whose launches are all refused
         folder = lti_folder(root / "lti", registration(
             platform.issuer, platform.client_id, platform.deployment_id, platform.auth_login_url,
             platform.auth_token_url, platform.jwks_url),
             roster=[{"sub": ann, "role": "learner", "hub_user": "ann"},
+                    {"sub": cy, "role": "learner", "hub_user": "cy"},
                     {"sub": tim, "role": "grader", "hub_user": "tim"}],
-            accounts={ann: "ann", tim: "tim"})
+            accounts={ann: "ann", cy: "cy", tim: "tim"})
         state, exchange = root / "state", root / "exchange"
         exchange.mkdir(mode=0o777)
         course = state / "home" / "instructor" / "course"
@@ -153,31 +165,58 @@ def test_a_learner_launched_from_the_lms_lands_logged_in_on_the_chapter(lti_clas
     assert "ann" in users and derived_name(platform.issuer, eve) not in users and "eve" not in users
 
 
-def forged_launch(page, url: str) -> str:
-    """`url` (a launch from the platform) opened with its id_token altered on its way to the hub (the learner
-    made Instructor, the signature kept): the page the hub answers with."""
+def intercepted_launch(page, url: str, alter) -> None:
+    """Open `url` (a launch from the platform: the hub's login initiation, the platform's auth page, whose form
+    posts the id_token to the hub) and post `alter(form)` to the hub in place of the platform's form; `alter` may
+    also act on the browser (its cookies) while the post waits (DevTools' Fetch interception)."""
     paused = []
     page.on_event = lambda message: paused.append(message["params"]) \
         if message.get("method") == "Fetch.requestPaused" else None
     page.send("Fetch.enable", patterns=[{"urlPattern": "*/hub/lti13/oauth_callback*", "requestStage": "Request"}])
-    page.send("Page.navigate", url=url)
-    wait_for(lambda: page.js("1") and paused, 60, "the platform to post the id_token to the hub")
-    request = paused[0]["request"]
-    posted = request.get("postData") or "".join(base64.b64decode(entry["bytes"]).decode()
-                                                 for entry in request.get("postDataEntries", []))
-    form = dict(urllib.parse.parse_qsl(posted))
-    header, payload, signature = form["id_token"].split(".")
-    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    claims[ROLES] = ["http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"]
-    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
-    form["id_token"] = f"{header}.{payload}.{signature}"
-    page.send("Fetch.continueRequest", requestId=paused[0]["requestId"],
-              postData=base64.b64encode(urllib.parse.urlencode(form).encode()).decode())
-    page.send("Fetch.disable")
-    page.on_event = lambda message: None
-    wait_for(lambda: "LTI launch refused" in (page.js("document.body && document.body.innerText") or ""), 60,
-             "the refusal page")
-    return page.js("document.body.innerText")
+    try:
+        page.send("Page.navigate", url=url)
+        deadline = time.monotonic() + 60
+        while not paused:  # the protocol's events only: a page whose form post is paused answers nothing
+            assert time.monotonic() < deadline, "timed out waiting for the platform to post the id_token to the hub"
+            page.on_event(json.loads(page.ws.recv()))
+        request = paused[0]["request"]
+        posted = request.get("postData") or "".join(base64.b64decode(entry["bytes"]).decode()
+                                                     for entry in request.get("postDataEntries", []))
+        form = alter(dict(urllib.parse.parse_qsl(posted)))
+        page.send("Fetch.continueRequest", requestId=paused[0]["requestId"],
+                  postData=base64.b64encode(urllib.parse.urlencode(form).encode()).decode())
+    finally:
+        del page.on_event  # back to the class's: events ignored
+        page.send("Fetch.disable")
+
+
+def answer(page, hub_url: str) -> str:
+    """The hub's answer to a launch: its refusal page's text, or "accepted: " and where the browser went."""
+    def seen():
+        text, at = page.js("document.body && document.body.innerText") or "", page.js("location.href") or ""
+        if "LTI launch refused" in text:
+            return text
+        if at.startswith(hub_url) and "/lti13/" not in at:
+            return f"accepted: {at}"
+        return None
+    return wait_for(seen, 120, "the hub's answer to the launch")
+
+
+def claims_of(token: str) -> dict:
+    return jwt.decode(token, options={"verify_signature": False})
+
+
+def altered(form: dict, key: tuple[str, str], **changes) -> dict:
+    """`form` with its id_token's claims changed and signed again with `key` (PEM, key id)."""
+    claims = {**claims_of(form["id_token"]), **changes}
+    return {**form, "id_token": jwt.encode(claims, key[0], algorithm="RS256", headers={"kid": key[1]})}
+
+
+def forged(form: dict, **changes) -> dict:
+    """`form` with its id_token's claims changed and the platform's signature kept."""
+    header, _, signature = form["id_token"].split(".")
+    payload = base64.urlsafe_b64encode(json.dumps({**claims_of(form["id_token"]), **changes}).encode())
+    return {**form, "id_token": f"{header}.{payload.decode().rstrip('=')}.{signature}"}
 
 
 def answering(call) -> bool:
@@ -191,7 +230,7 @@ def answering(call) -> bool:
 @pytest.mark.integration
 def test_a_launched_learners_total_reaches_the_lms_gradebook_pending_then_hand_graded(lti_class, tmp_path):
     """Issue 48 end to end: the instructor releases a chapter graded on submit; the learner launches it from the
-    LMS (a forged launch first: refused, nothing recorded), submits it on the hub, is graded on submit; the LMS
+    LMS, submits it on the hub, is graded on submit; the LMS
     gradebook shows the automatic points as PendingManual while a written answer waits; a TA hand-grades in the
     shared Formgrader and the LMS gets the class's one total, FullyGraded, with no other step."""
     platform, hub, chapter = lti_class.platform, lti_class.hub, ON_SUBMIT
@@ -205,10 +244,6 @@ def test_a_launched_learners_total_reaches_the_lms_gradebook_pending_then_hand_g
     assert reply.get("success"), reply
 
     with chromium(tmp_path / "chrome", "the LTI launch into the hub") as page:
-        before = lti_class.recorded()
-        forged = forged_launch(page, platform.launch_url("ann", CHAPTER))
-        assert "forged launch: its signature is not the LMS's" in forged, forged
-        assert lti_class.recorded() == before  # no hub user, no LMS context, no nonce used
         page.send("Page.navigate", url=platform.launch_url("ann", CHAPTER))
         wait_for(lambda: "/user/ann/lab/tree/" in (page.js("location.href") or ""), 120, "the chapter in JupyterLab")
     context = json.loads((lti_class.folder / "context.json").read_text())
@@ -252,3 +287,64 @@ def test_a_launched_learners_total_reaches_the_lms_gradebook_pending_then_hand_g
     assert posted["score_given"] == pytest.approx(total), (row, lms)  # the class's one total, in the LMS
     assert lms["gradebook"]["score"] == pytest.approx(total / posted["score_maximum"]), (row, lms)
     assert total > graded["score"], (graded, row)  # the hand grades are in it
+
+
+@pytest.mark.integration
+def test_a_forged_replayed_misaddressed_expired_or_foreign_launch_is_refused_with_nothing_recorded(lti_class,
+                                                                                                  tmp_path):
+    """Each launch runs the real OIDC flow in Chromium (the hub's login initiation, the platform's auth page) and
+    has the form the platform posts altered on its way to the hub; claims changed are signed again with the
+    platform's own key, so each is refused for its claim, not its signature. Each refusal says why on the page
+    and records nothing: no hub user, no login (cy, a learner on the roster, is never logged in), no LMS
+    context, no nonce used. A replay is ann's accepted launch posted again: with her browser's login cookies (the nonce
+    already used), and into another login (the nonce not this browser's)."""
+    platform = lti_class.platform
+    key = platform.signing_key()
+    [ann] = [sub for sub, user in json.loads((lti_class.folder / "accounts.json").read_text()).items() if user == "ann"]
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    now = int(time.time())
+    cases = {  # name: (what the hub is posted instead of the platform's form, what the refusal says)
+        "forged": (lambda form: forged(form, sub=ann),  # cy's launch made ann's
+                   "forged launch: its signature is not the LMS's"),
+        "wrong audience": (lambda form: altered(form, key, aud="another-tool"),
+                           f"wrong audience: the launch is not for this tool ({platform.client_id})"),
+        "expired": (lambda form: altered(form, key, iat=now - 7200, exp=now - 3600),
+                    "the launch has expired: start it again from the LMS"),
+        "unknown platform": (lambda form: altered(form, (stranger, "elsewhere-1"), iss="https://lms.elsewhere.example"),
+                             "unknown platform: the issuer 'https://lms.elsewhere.example' is not registered"),
+    }
+    kept = {}
+
+    def keep(form: dict) -> dict:  # ann's accepted launch: its form and the hub's login cookies it goes with
+        kept["form"], kept["cookies"] = form, [c for c in page.send("Network.getCookies", urls=[lti_class.hub.url])[
+            "cookies"] if c["name"].startswith("lti13authenticator")]
+        return form
+
+    def replayed(form: dict) -> dict:  # the same post again, this browser's login cookies put back as they were
+        for c in kept["cookies"]:
+            page.send("Network.setCookie", url=lti_class.hub.url + c["path"],
+                      **{k: c[k] for k in ("name", "value", "path", "httpOnly", "sameSite") if k in c},
+                      **({"expires": c["expires"]} if c.get("expires", -1) > 0 else {}))
+        return kept["form"]
+
+    outcomes = {}
+    with chromium(tmp_path / "chrome", "the LTI launch refusals") as page:
+        for name, (alter, _) in cases.items():
+            before = lti_class.recorded()
+            intercepted_launch(page, platform.launch_url("cy", CHAPTER), alter)
+            outcomes[name] = (answer(page, lti_class.hub.url), lti_class.recorded() == before)
+        intercepted_launch(page, platform.launch_url("ann", CHAPTER), keep)
+        wait_for(lambda: "/user/ann/" in (page.js("location.href") or ""), 120, "ann's accepted launch")
+        cases["replayed"] = (replayed, "this launch was already used (a replayed launch)")
+        cases["replayed into another login"] = (
+            lambda form: {**form, "id_token": kept["form"]["id_token"]},
+            "the launch's nonce is not the one this browser's login issued")
+        for name in ("replayed", "replayed into another login"):
+            before = lti_class.recorded()
+            intercepted_launch(page, platform.launch_url("ann", CHAPTER), cases[name][0])
+            outcomes[name] = (answer(page, lti_class.hub.url), lti_class.recorded() == before)
+    assert "cy" not in lti_class.logged_in()
+    wrong = {name: outcome for name, outcome in outcomes.items()
+             if not (cases[name][1] in outcome[0] and outcome[1])}  # every case's outcome, in one failure
+    assert not wrong, wrong
