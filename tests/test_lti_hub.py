@@ -344,7 +344,7 @@ def test_a_forged_replayed_misaddressed_expired_or_foreign_launch_is_refused_wit
             before = lti_class.recorded()
             intercepted_launch(page, platform.launch_url("ann", CHAPTER), cases[name][0])
             outcomes[name] = (answer(page, lti_class.hub.url), lti_class.recorded() == before)
-    assert "cy" not in lti_class.logged_in()
     wrong = {name: outcome for name, outcome in outcomes.items()
              if not (cases[name][1] in outcome[0] and outcome[1])}  # every case's outcome, in one failure
     assert not wrong, wrong
+    assert "cy" not in lti_class.logged_in()
