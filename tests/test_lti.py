@@ -1,6 +1,7 @@
 """LTI 1.3 (grader.classroom.lti): launches checked with tokens signed by a test key, the LMS user mapped
 through the one gate for identity, and scores queued for the LMS and posted through pylti1p3 to a local
-stand-in of a platform's grade service (the real platform's end-to-end test is tests/test_hub.py's)."""
+stand-in of a platform's grade service (against a real platform: tests/test_lti_tool_platform.py, and end to
+end through a hub in Chromium: tests/test_lti_hub.py)."""
 from __future__ import annotations
 
 import json
