@@ -10,6 +10,7 @@ port of 127.0.0.1, in a fresh temporary database, from its own virtualenv (`make
         page.navigate(platform.launch_url("ann", "01_attention"))       # the whole OIDC launch, in Chromium
         platform.scores("ann", "01_attention")     # what the tool posted (AGS), and the platform's gradebook
         platform.memberships("01_attention")       # the roster NRPS serves
+        pem, kid = platform.signing_key()          # the platform's launch signing key (to re-sign altered tokens)
 
 The tool's side stays outside: nothing here imports the course's own LTI code. tests/lti_platform_site/ is the
 Django site that hosts lti_consumer in place of the LMS: lti_consumer's launch, token, keyset, AGS and NRPS views
@@ -111,6 +112,12 @@ class Platform:
     def memberships(self, chapter: str) -> dict:
         """The NRPS context membership the platform serves for `chapter` (names and emails shared)."""
         return self._call("memberships", chapter=chapter)
+
+    def signing_key(self) -> tuple[str, str]:
+        """(the private key the platform signs its id_tokens with, as PEM; its key id): for tokens the tests alter
+        and sign again as the platform would."""
+        key = self._call("signing_key")
+        return key["pem"], key["kid"]
 
     def log(self) -> str:
         return "".join((self.state / name).read_text(errors="replace")[-4000:]

@@ -1,6 +1,7 @@
 """LTI 1.3 (grader.classroom.lti): launches checked with tokens signed by a test key, the LMS user mapped
 through the one gate for identity, and scores queued for the LMS and posted through pylti1p3 to a local
-stand-in of a platform's grade service (the real platform's end-to-end test is tests/test_hub.py's)."""
+stand-in of a platform's grade service (against a real platform: tests/test_lti_tool_platform.py, and end to
+end through a hub in Chromium: tests/test_lti_hub.py)."""
 from __future__ import annotations
 
 import json
@@ -229,6 +230,25 @@ def test_scores_queue_while_the_lms_is_down_and_are_sent_later(lti, platform_ser
     assert scores["sub-grace"]["gradingProgress"] == "FullyGraded" and scores["sub-grace"]["scoreGiven"] == 7.0
     assert list(platform_server.state["lineitems"]) == ["03_positional_encoding"]
     assert outbox.update(totals, subs, now=5000.0) == 0  # unchanged totals are not sent again
+
+
+def test_a_total_being_graded_reaches_the_lms_once_recorded_not_before(lti, tmp_path, monkeypatch):
+    """From the staging of an attempt to its recording, nbgrader's gradebook holds the submission with every test
+    cell at 0 (tests/test_lti_hub.py's LMS got 0 / 15 first): while the ledger has the attempt queued or grading
+    nothing is queued for it; once graded, a round queues the recorded total though the gradebook did not change
+    since."""
+    from grader.classroom.lti import outbox as lti_outbox
+
+    key, sent = ("ada", "03_positional_encoding"), []
+    (lti.folder / "accounts.json").write_text(json.dumps({"sub-ada": "ada"}))
+    staged = Total("ada", key[1], auto=0.0, hand=0.0, late_share=0.0, max_score=10.0,
+                   parts=(Part("t1", AUTOMATIC, 0.0, 8.0), Part("w1", PENDING, None, 2.0)))
+    monkeypatch.setattr(lti_outbox, "course_totals", lambda course_dir, late: {key: staged})
+    post_round(tmp_path, None, changed=True, now=0.0, send=lambda chapter, want: sent.append(want), busy={key})
+    assert sent == [] and Outbox(tmp_path).waiting() == []
+    monkeypatch.setattr(lti_outbox, "course_totals", lambda course_dir, late: {key: total("ada", pending=True)})
+    post_round(tmp_path, None, changed=False, now=1.0, send=lambda chapter, want: sent.append(want))
+    assert [(want["score"], want["progress"]) for want in sent] == [(6.0, "PendingManual")]
 
 
 def test_post_round_sends_nothing_where_the_class_is_not_in_an_lms(tmp_path, monkeypatch):

@@ -1,9 +1,9 @@
 """The course's LTI tool (grader.classroom.lti) against a real LTI 1.3 platform, Open edX's lti_consumer
 (tests/lti_platform.py): the grading service's queue posts a chapter's total through pylti1p3 to the
 chapter's line item, pending first, then the hand-graded total, which lands in the platform's gradebook; the
-roster comes from the platform's NRPS with learners, TAs as graders and instructors.
-Still to do (issue 48, item 4): the launch in Chromium into the hub (tests/test_hub.py's real_class with
-COURSE_LTI), submit, grade on submit, hand-grade, then this same gradebook check."""
+roster comes from the platform's NRPS with learners, TAs as graders and instructors. The same path end to end,
+from a launch in Chromium into a hub through grading on submit and a TA's hand grade:
+tests/test_lti_hub.py::test_a_launched_learners_total_reaches_the_lms_gradebook_pending_then_hand_graded."""
 from __future__ import annotations
 
 import json

@@ -29,7 +29,7 @@ from grader.classroom import locks
 from grader.classroom.grades.export import write_course_csv
 from grader.classroom.grades.total import late_policy, states
 from grader.classroom.grading.recording import feedback_and_export, nbgrader_api
-from grader.classroom.ledger import GRADED, STATE_DIR
+from grader.classroom.ledger import GRADED, GRADING, QUEUED, STATE_DIR
 from grader.coursedir import CourseDir, database_of
 
 STAMP = re.compile(rb'<meta name="grader-gradebook" content="([0-9a-f]+)">')
@@ -183,8 +183,9 @@ class Publisher:
         # lazy: keeps the class's layers at six (tests/test_layout.py)
         from grader.classroom.lti.outbox import post_round
 
+        busy = {(e.student, e.assignment) for e in self.service.ledger.of() if e.status in (QUEUED, GRADING)}
         try:
-            post_round(self.service.course_dir, term.policy, changed)
+            post_round(self.service.course_dir, term.policy, changed, busy=busy)
         except Exception as err:  # noqa: BLE001 - the queue is kept; the next round tries again
             print(f"grading service: scores not sent to the LMS: {type(err).__name__}: {err}", flush=True)
 

@@ -65,14 +65,19 @@ class Outbox:
         temp.write_text(json.dumps(self.entries, indent=1, sort_keys=True))
         os.replace(temp, self.path)
 
-    def update(self, totals: dict, subs: dict[str, str], now: float) -> int:
-        """Queue each total that differs from what the LMS was last sent; how many were queued."""
+    def update(self, totals: dict, subs: dict[str, str], now: float, busy=frozenset()) -> int:
+        """Queue each total that differs from what the LMS was last sent; how many were queued. A total being
+        graded (`busy`: (student, assignment) of attempts queued or grading) waits, marked deferred: nbgrader's
+        gradebook has its submission, every test cell still 0, from the staging until the recording."""
         stamp = datetime.fromtimestamp(now, timezone.utc).isoformat()
         queued = 0
         for (student, assignment), total in sorted(totals.items()):
             if total is None or student not in subs or not _admitted(student):
                 continue
             entry = self.entries.setdefault(f"{student}/{assignment}", {"sent": None, "tries": 0})
+            entry["deferred"] = (student, assignment) in busy
+            if entry["deferred"]:
+                continue
             want = wanted(total, subs[student], stamp)
             last = entry.get("want") or entry["sent"] or {}
             if all(last.get(k) == want[k] for k in ("sub", "score", "max_score", "progress")):
@@ -148,16 +153,18 @@ class AgsSender:
         self.ags.put_grade(grade, self.lineitems[assignment])
 
 
-def post_round(course_dir: Path, late, changed: bool, now: float | None = None, send=None) -> Outbox | None:
-    """The publishing step's LMS part: totals queued when the gradebook `changed`, then the due ones sent.
-    None when the class is not in an LMS ($COURSE_LTI unset)."""
+def post_round(course_dir: Path, late, changed: bool, now: float | None = None, send=None,
+               busy=frozenset()) -> Outbox | None:
+    """The publishing step's LMS part: totals queued when the gradebook `changed` (or one was deferred while it
+    was being graded: `busy`, Outbox.update), then the due ones sent. None when the class is not in an LMS
+    ($COURSE_LTI unset)."""
     platform = load_platform()
     if platform is None:
         return None
     now = time.time() if now is None else now
     outbox = Outbox(course_dir)
-    if changed:
-        outbox.update(course_totals(course_dir, late), subs_of(platform.folder, platform.issuer), now)
+    if changed or any(entry.get("deferred") for entry in outbox.entries.values()):
+        outbox.update(course_totals(course_dir, late), subs_of(platform.folder, platform.issuer), now, set(busy))
     if any(entry.get("want") and entry.get("due", 0) <= now for entry in outbox.entries.values()):
         try:
             send = send or AgsSender(platform, load_context(platform.folder))

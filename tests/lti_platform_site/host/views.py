@@ -11,7 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from lti_consumer.api import get_lti_1p3_launch_start_url
 from lti_consumer.data import Lti1p3LaunchData
 from lti_consumer.lti_1p3.extensions.rest_framework.serializers import LtiNrpsContextMembershipPIISerializer
-from lti_consumer.models import LtiAgsScore, LtiConfiguration
+from lti_consumer.models import Lti1p3Passport, LtiAgsScore, LtiConfiguration
 
 from host.apps import course_members
 from host.models import Grade, Member
@@ -71,7 +71,15 @@ def memberships(body):
     return json.loads(json.dumps(LtiNrpsContextMembershipPIISerializer(data).data, default=list))
 
 
-ACTIONS = {"users": add_user, "launch": launch, "scores": scores, "memberships": memberships}
+def signing_key(body):
+    """The key the platform signs its launches with (PEM) and its key id: the tests re-sign a launch they altered
+    with it, so that the tool's refusal is about the altered claim, not the signature."""
+    passport = Lti1p3Passport.objects.get()
+    return {"pem": passport.lti_1p3_private_key, "kid": passport.lti_1p3_private_key_id}
+
+
+ACTIONS = {"users": add_user, "launch": launch, "scores": scores, "memberships": memberships,
+           "signing_key": signing_key}
 
 
 @csrf_exempt
