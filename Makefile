@@ -41,8 +41,8 @@ test: setup lint sources
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m "not integration"
 
 # The class end to end on real servers (JupyterHub, PostgreSQL, a Dask cluster): minutes each, so
-# kept out of `make test`, as is the website's cold build (tests/test_site.py, which runs the 18 reference
-# notebooks) and the LTI platform's tests; .ci/run runs both.
+# kept out of `make test`, as are the website's cold build (tests/test_site.py, which runs the 18 reference
+# notebooks), the LTI platform's tests and `make lab` in Chromium (tests/test_browser.py); .ci/run runs both.
 test-integration: sources hub-setup lti-platform-setup
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m integration
 

@@ -3,8 +3,9 @@ every narrative figure loaded (naturalWidth > 0), and nbgrader's extensions pres
 button on the notebook, the Assignment List). Screenshots go to test-output/browser/.
 
 Needs Chromium or Chrome (`apt-get install chromium`; .ci/run installs it when it can); without
-one the test is skipped and says why (it fails instead when COURSE_REQUIRE_BROWSER=1, as in CI). The browser is driven
-over the Chrome DevTools Protocol (websocket-client comes with jupyter_server), so no driver binary is needed.
+one the test is skipped and says why (it fails instead when COURSE_REQUIRE_BROWSER=1, as in CI). `make
+test-integration` runs it, not `make test`. The browser is driven over the Chrome DevTools Protocol
+(websocket-client comes with jupyter_server), so no driver binary is needed.
 """
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ import websocket
 
 from grader.authoring.bundle import image_links
 from grader.chapters import CHAPTERS, REPO
+
+# JupyterLab and Chromium started for real, every chapter opened (about two minutes of a loaded CI machine's
+# worker): `make test-integration` runs it, with the other tests on real servers.
+pytestmark = pytest.mark.integration
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 OUTPUT = Path(os.environ.get("COURSE_TEST_OUTPUT", REPO / "test-output")) / "browser"

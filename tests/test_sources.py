@@ -97,3 +97,12 @@ def test_build_check_fails_on_a_learner_folder_that_is_not_the_release(tmp_path,
     tampered.write_text(tampered.read_text().replace("raise NotImplementedError", "pass", 1))
     assert cli.main(["build", "--check", CHAPTER.number]) == 1
     assert f"differs from the nbgrader release: {tampered}" in capsys.readouterr().out
+
+
+def test_releasing_every_chapter_at_once_refuses_a_course_holding_others(tmp_path):
+    # CourseDir.release_every releases all of source/ in one nbgrader run (its glob): in a course directory
+    # holding another chapter too, that would release what was not asked for.
+    course = CourseDir(tmp_path / "course", CHAPTERS[:2])
+    with pytest.raises(ValueError, match=r"it holds \['01_attention_intuition', '02_self_attention'\]"):
+        course.release_every(CHAPTERS[:1])
+    assert not (tmp_path / "course" / "release").exists()

@@ -6,7 +6,7 @@ import pytest
 import torch
 from matplotlib.collections import QuadMesh
 
-from course.toolkit import add_and_norm, decoder_masking, multi_head_attention, self_attention
+from course.toolkit import add_and_norm, decoder_masking, llama_modern, multi_head_attention, self_attention
 
 
 def heatmap_values(ax) -> np.ndarray:
@@ -65,3 +65,14 @@ def test_the_chance_line_is_named_clear_of_the_curves():
     assert box.x0 >= plot.x1, "the label is drawn inside the axes, on the curves"
     assert box.y0 < ax.transData.transform((0, 2.3))[1] < box.y1, "the label is level with its line"
 
+
+
+def test_a_grading_runs_five_steps_are_plotted_smoothed_over_five():
+    # 09 trains 5 steps in a grading run (course.toolkit.grading_run): a 20-step smoothing window raised there
+    runs = {"LLaMA-style": {"losses": [2.3, 2.0, 1.8, 1.7, 1.6], "eval_steps": [5], "exact_match": [10.0]}}
+    line = llama_modern.plot_training_runs(runs).axes[0].lines[0]
+    assert list(line.get_xdata()) == [5] and line.get_ydata()[0] == pytest.approx(1.88)
+    fig = llama_modern.plot_moe_runs({"MoE": [1.0, 0.9, 0.8]}, {"MoE": torch.full((8,), 0.125)})
+    assert list(fig.axes[0].lines[0].get_xdata()) == [3]
+    full = llama_modern.plot_training_runs({"LLaMA-style": dict(runs["LLaMA-style"], losses=[1.0] * 600)})
+    assert len(full.axes[0].lines[0].get_xdata()) == 581  # a learner's 600 steps: smoothed over 20

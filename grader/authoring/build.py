@@ -232,8 +232,11 @@ def _release(chapters: list[Chapter], write: bool, course_dir: str | Path | None
     differ = []
     with tempfile.TemporaryDirectory() if course_dir is None else contextlib.nullcontext(course_dir) as tmp:
         course = CourseDir(Path(tmp), chapters)
+        if course_dir is None:  # a fresh folder: one nbgrader run for all (CourseDir.release_every)
+            course.release_every(chapters)
         for chapter in chapters:
-            released = folder_files(course.release(chapter))
+            released = folder_files(course.release(chapter) if course_dir is not None
+                                    else course.root / "release" / chapter.assignment)
             ours = folder_files(chapter.course_dir)
             for rel in sorted(set(released) | set(ours)):
                 if rel in ours and rel in released and filecmp.cmp(ours[rel], released[rel], shallow=False):
