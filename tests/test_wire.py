@@ -79,6 +79,21 @@ def test_the_fork_server_holds_no_specs_no_answers_no_course():
     assert out.strip() == "[]"
 
 
+@pytest.mark.parametrize("side", ["grader.boundary.child", "grader.boundary.proxy"])
+def test_neither_side_imports_dtensor_to_compare_plain_tensors(side):
+    """Issue 47: torch.testing.assert_close imported torch.distributed.tensor (sympy, torch.fx: 1-2 s) on its first
+    call, in the fork server and again in the grading process, for DTensors that never cross the boundary."""
+    code = (f"import sys, torch, {side}\n"
+            "torch.testing.assert_close(torch.ones(2), torch.ones(2))\n"
+            "try:\n"
+            "    torch.testing.assert_close(torch.ones(2), torch.zeros(2))\n"
+            "except AssertionError:\n"
+            "    print('unequal refused')\n"
+            "print([m for m in ('torch.distributed.tensor', 'sympy') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["unequal refused", "[]"]
+
+
 def test_the_worker_sets_the_course_grading_switch():
     from course.toolkit import GRADING_ENV
     from grader.boundary.child import GRADING_ENV as WORKER_ENV

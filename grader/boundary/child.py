@@ -21,7 +21,6 @@ import traceback
 
 import matplotlib
 import torch  # preloaded for every child
-import torch.distributed.tensor  # torch.testing.assert_close imports it on first use (1-2 s a child)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot
