@@ -152,19 +152,14 @@ def main() -> None:
         one = tmp / "one" / chapters[0].notebook_name
         one.parent.mkdir()
         nbformat.write(samples.reference(chapters[0]), one)
-        subprocess.run(grader + ["grade", str(one)], check=True, capture_output=True)  # fill the release cache
-        # Best of --repeat, each pair taken back to back: on a shared machine one slow run says little.
-        pairs = []
-        for _ in range(args.repeat):
-            torch_s = seconds([sys.executable, "-c", "import torch"])
-            torch_cpu = LAST_CPU[0]
-            pairs.append((torch_s, torch_cpu, seconds(grader + ["grade", str(one)]), LAST_CPU[0]))
-        torch_s, torch_cpu = min(p[0] for p in pairs), min(p[1] for p in pairs)
-        grade_s, grade_cpu = min(p[2] for p in pairs), min(p[3] for p in pairs)
+        from cold_grade import TORCH, compare  # alternating runs, medians (benchmarks/cold_grade.py)
+
+        got = compare({"torch": TORCH, "grade": grader + ["grade", str(one)]}, args.repeat)
+        (torch_s, torch_cpu), (grade_s, grade_cpu) = got["torch"], got["grade"]
         print(f"bare `import torch`:                     {torch_s:6.1f} s  {torch_cpu:5.1f} CPU-s  "
-              f"(best of {args.repeat})")
+              f"(median of {args.repeat}, alternating)")
         print(f"`grader grade` one notebook, cold:       {grade_s:6.1f} s  {grade_cpu:5.1f} CPU-s  = "
-              f"{grade_s / torch_s:.1f}x import torch (CPU {grade_cpu / torch_cpu:.1f}x)  (best of {args.repeat}; "
+              f"{grade_s / torch_s:.1f}x import torch (CPU {grade_cpu / torch_cpu:.1f}x)  (median of {args.repeat}; "
               "goal <= 2.5x)")
 
         inbox = tmp / "inbox"

@@ -79,6 +79,33 @@ def test_the_fork_server_holds_no_specs_no_answers_no_course():
     assert out.strip() == "[]"
 
 
+@pytest.mark.parametrize("side", ["grader.boundary.child", "grader.boundary.proxy"])
+def test_neither_side_imports_dtensor_to_compare_plain_tensors(side):
+    """Issue 47: torch.testing.assert_close imported torch.distributed.tensor (sympy, torch.fx: 1-2 s) on its first
+    call, in the fork server and again in the grading process, for DTensors that never cross the boundary."""
+    code = (f"import sys, torch, {side}\n"
+            "torch.testing.assert_close(torch.ones(2), torch.ones(2))\n"
+            "try:\n"
+            "    torch.testing.assert_close(torch.ones(2), torch.zeros(2))\n"
+            "except AssertionError:\n"
+            "    print('unequal refused')\n"
+            "print([m for m in ('torch.distributed.tensor',) if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split("\n")[:2] == ["unequal refused", "[]"]
+
+
+def test_a_childs_backward_imports_nothing_the_fork_server_did_not():
+    """A served backward with given gradients (grader.boundary.serve) imports torch's symbolic shapes (sympy) on
+    first use: the fork server preloads them, else each child pays about a second."""
+    code = ("import sys, torch, grader.boundary.child\n"
+            "before = set(sys.modules)\n"
+            "x = torch.ones(2, requires_grad=True)\n"
+            "(x * 2).backward(torch.ones(2))\n"
+            "print(sorted(set(sys.modules) - before))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_the_worker_sets_the_course_grading_switch():
     from course.toolkit import GRADING_ENV
     from grader.boundary.child import GRADING_ENV as WORKER_ENV

@@ -87,7 +87,7 @@ class Pool:
         self.close()
 
     def judge(self, job: Job) -> Verdict:
-        # lazy: the checks' side (torch.distributed.tensor, 1-2 s, and the chapters' hidden specs) is imported by
+        # lazy: the checks' side (the claims, the stand-ins' host and the chapters' hidden specs) is imported by
         # `load_checks` in a thread while the fork server starts, not with this module
         from grader.boundary.diagnosis import diagnose_all
         from grader.boundary.proxy import checks_of, judge_exercise
@@ -229,7 +229,7 @@ class Pool:
 
 
 def load_checks(chapters: list[Chapter]) -> threading.Thread:
-    """Import the checks' side of judging (torch.distributed.tensor, the claims, the stand-ins' host)
+    """Import the checks' side of judging (the claims, the stand-ins' host)
     and the chapters' hidden specs in a thread, while the pool's fork server starts: judging and
     recording need them, and the grading process has nothing else to do meanwhile."""
     def load():

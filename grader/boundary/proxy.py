@@ -29,7 +29,6 @@ import time
 from typing import Any
 
 import torch
-import torch.distributed.tensor  # torch.testing.assert_close imports it on first use (1-2 s)
 import torch.nn as nn
 
 from grader.boundary import claims

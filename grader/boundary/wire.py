@@ -24,6 +24,13 @@ import traceback
 from typing import Any, Callable
 
 import torch
+from torch.testing import _comparison
+
+# torch.testing.assert_close imports torch.distributed.tensor on its first call (1-2 s of sympy and torch.fx,
+# in the grading process and again in the fork server) only to unwrap DTensors. None crosses the boundary
+# (the codec builds plain tensors, the checks take `type(x) is torch.Tensor`) and neither side makes one,
+# so both sides (this module is imported by each) tell assert_close there are none.
+_comparison._HAS_DTENSOR = False
 
 MAX_HEADER = 16 * 1024 * 1024  # bytes of one JSON header
 MAX_FRAMES = 4096  # tensors in one message

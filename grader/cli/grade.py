@@ -17,8 +17,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    forkserver.start()  # it imports torch while this process checks the sources and imports nbgrader
     ready_sources()
-    forkserver.start()  # it imports torch while this process imports nbgrader
     from grader.classroom.grading.batch import format_table, grade_paths  # lazy: start-up
 
     try:
