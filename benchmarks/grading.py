@@ -209,7 +209,7 @@ def main() -> None:
             stock_cpu = LAST_CPU[0]
             print(f"stock `nbgrader autograde` (sequential): {stock_s:6.1f} s  ({stock_s / count:.2f} s per notebook)"
                   f"  {stock_cpu:.1f} CPU-s; same scores: {same}")
-            ratio_a = (stock_s / ours_s, stock_cpu / ours_cpu, same)
+            ratio_a = (stock_s / ours_s, stock_cpu / (batch_cpu * count), same)  # whole tree with --profile
         checks = {c.assignment[:2]: checks_cpu(c) for c in chapters}  # benchmarks/recorder.py's, recorder on
         own = sum(checks.values()) / len(checks)  # per notebook: every chapter has as many notebooks
         print("\nthe issue's table, side by side in this run (load average "
