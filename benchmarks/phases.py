@@ -107,8 +107,9 @@ def import_costs(top: int = 8) -> list[tuple[str, float]]:
     return sorted(found.items(), key=lambda kv: -kv[1])[:top]
 
 
-def profile(inbox: Path, course_dir: Path, jobs: int) -> None:
-    """Grade `inbox` as `grader autograde` does, timed by phase; print the table."""
+def profile(inbox: Path, course_dir: Path, jobs: int) -> float:
+    """Grade `inbox` as `grader autograde` does, timed by phase; print the table; return the whole tree's
+    CPU seconds per notebook."""
     from grader.boundary import forkserver
     from grader.classroom.grading.batch import autograde_class
 
@@ -151,3 +152,4 @@ def profile(inbox: Path, course_dir: Path, jobs: int) -> None:
           f"{cpu / count:>8.3f}")
     print("imports of a grading process (python -X importtime, cumulative s): "
           + ", ".join(f"{name} {s:.2f}" for name, s in import_costs()))
+    return cpu / count

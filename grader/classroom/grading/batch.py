@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import re
 import tempfile
@@ -61,8 +62,15 @@ DROPPED = shown("[{size:.1f} MB of saved outputs dropped: over the grader's limi
 def _test_ids(chapter: Chapter) -> dict[str, float]:
     """grade_id -> points of the test cells (not the written answers, graded by hand), as the learner
     notebook (the release) records them."""
-    nb = nbformat.read(chapter.course_notebook, as_version=4)
-    return {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"] for c in nb.cells if is_test_cell(c)}
+    path = chapter.course_notebook
+    return dict(_test_ids_of(path, path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=64)
+def _test_ids_of(path: Path, mtime_ns: int) -> tuple[tuple[str, float], ...]:
+    """Read once per version of the file, not once per submission's result."""
+    nb = nbformat.read(path, as_version=4)
+    return tuple((c.metadata.nbgrader["grade_id"], c.metadata.nbgrader["points"]) for c in nb.cells if is_test_cell(c))
 
 
 def _failing_marks() -> tuple[str, ...]:

@@ -507,6 +507,9 @@ def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchang
     config.SettleTotal.root = str(course.root)
     config.GenerateFeedback.exporter_class = feedback_exporter()
     config.NbGraderAPI.log_level = "ERROR"
+    # nbconvert validates the whole notebook against its schema after each of autograde's 12 steps and feedback's
+    # 6; once, after the last step (nbconvert's own option), still refuses an invalid notebook
+    config.Exporter.optimistic_validation = True
     if term is not None:
         term.configure(config)  # the course's late policy, through nbgrader's AssignLatePenalties
     return NbGraderAPI(CourseDirectory(config=config), config=config)
