@@ -316,3 +316,16 @@ def test_a_chapters_own_lms_column_gets_its_score(lti, platform_server, tmp_path
                                     "timestamp": "2026-11-28T22:00:00+00:00"})
     assert [path for path, _ in platform_server.state["scores"]] == ["canvas-assignment-7"]
     assert platform_server.state["lineitems"] == {}  # no new column
+
+
+@pytest.mark.parametrize("endpoint", ["https://evil.example/lineitems", ["a"], {"lineitems": {"url": 1}, "scope": "s"}])
+def test_a_verified_launch_with_an_odd_service_claim_records_no_service(lti, endpoint):
+    """An LMS-signed launch whose AGS or NRPS claim is not an object (or whose URLs are not strings) is a launch
+    with no service announced: no server error (the red team's 500), nothing kept in context.json."""
+    from grader.classroom.lti.context import load_context, save_context
+
+    claims = jwt.decode(id_token(**{"https://purl.imsglobal.org/spec/lti-ags/claim/endpoint": endpoint,
+                                    "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice": endpoint})[0],
+                        options={"verify_signature": False})
+    save_context(lti.folder, claims)
+    assert load_context(lti.folder) == {}
