@@ -29,6 +29,7 @@ import secrets
 import shutil
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -704,7 +705,8 @@ def ledger_key(row: dict) -> str:
 
 # A real class: deploy/jupyterhub/setup-class.sh as root, then the hub with the `local` spawner: a unix
 # user per learner, whose server runs from the learners' environment. The users and groups are this
-# test's own (PREFIX) and are removed after it; the repository keeps the modes the deployment gives it.
+# test's own (PREFIX) and are removed after it, and the repository gets its group and modes back: closed
+# to others as a class deploys it, it could no longer be read by tests that grade as nobody (test_sandbox).
 SETUP = DEPLOY / "setup-class.sh"
 PREFIX = "hubtest"
 TEACHER, PUPIL, ASSISTANT = f"{PREFIX}-teacher", f"{PREFIX}-learner", f"{PREFIX}-ta"
@@ -754,6 +756,28 @@ class RealClass:
                 self.process.wait(timeout=30)
 
 
+def repository_modes() -> dict[str, int]:
+    """Every path's permission bits under the repository (links have none of their own)."""
+    modes = {}
+    for folder, dirs, files in os.walk(REPO):
+        for name in [*dirs, *files]:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            if not stat.S_ISLNK(info.st_mode):
+                modes[path] = stat.S_IMODE(info.st_mode)
+    return modes
+
+
+def restore_repository_modes(modes: dict[str, int]) -> None:
+    """The modes of `repository_modes`; a path the deployment created reads for others as under umask 022."""
+    for path, mode in repository_modes().items():
+        kept = modes.get(path)
+        if kept is None:  # built by setup-class.sh (`grader build`): what others may read, like the group
+            kept = mode | (mode & 0o050) >> 3
+        if kept != mode:
+            os.chmod(path, kept)
+
+
 def remove_class_users() -> None:
     for user in (PUPIL, TEACHER, ASSISTANT):
         subprocess.run(["userdel", "--force", user], capture_output=True)
@@ -779,7 +803,7 @@ def real_class():
                COURSE_HUB_SPAWNER="local", COURSE_HUB_AUTHENTICATOR="dummy", COURSE_HUB_PASSWORD=password,
                # an origin per server: <user>.localhost, which Chromium takes for 127.0.0.1
                COURSE_HUB_SUBDOMAIN_HOST=f"http://localhost:{port}")
-    group = REPO.stat().st_gid
+    group, modes = REPO.stat().st_gid, repository_modes()
     remove_class_users()  # an interrupted run's: their homes would not be this run's
     the_class = RealClass(Hub(f"http://localhost:{port}", password, base / "state", base / "exchange",
                               base / "home" / TEACHER / "course", subdomains=True), env, base)
@@ -796,6 +820,7 @@ def real_class():
                 os.kill(pid, 9)
         remove_class_users()
         subprocess.run(["chgrp", "-R", str(group), str(REPO)], check=True)
+        restore_repository_modes(modes)
         if (base / "hub.log").exists():
             SHOTS.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(base / "hub.log", SHOTS / "real-class-hub.log")
