@@ -165,14 +165,27 @@ def test_a_learner_launched_from_the_lms_lands_logged_in_on_the_chapter(lti_clas
     assert "ann" in users and derived_name(platform.issuer, eve) not in users and "eve" not in users
 
 
-def intercepted_launch(page, url: str, alter) -> None:
+def intercepted_launch(page, url: str, alter, login=None) -> None:
     """Open `url` (a launch from the platform: the hub's login initiation, the platform's auth page, whose form
     posts the id_token to the hub) and post `alter(form)` to the hub in place of the platform's form; `alter` may
-    also act on the browser (its cookies) while the post waits (DevTools' Fetch interception)."""
+    also act on the browser (its cookies) while the post waits (DevTools' Fetch interception). `login(url) -> url`,
+    if given, alters the login initiation's URL on its way to the hub: what a link sent to a victim could say."""
     paused = []
-    page.on_event = lambda message: paused.append(message["params"]) \
-        if message.get("method") == "Fetch.requestPaused" else None
-    page.send("Fetch.enable", patterns=[{"urlPattern": "*/hub/lti13/oauth_callback*", "requestStage": "Request"}])
+
+    def on_event(message):  # a login initiation is continued at once (Page.navigate waits on it), the post kept
+        if message.get("method") != "Fetch.requestPaused":
+            return
+        params = message["params"]
+        if "/hub/lti13/oauth_login" in params["request"]["url"]:
+            page.ws.send(json.dumps({"id": 10 ** 6 + len(paused), "method": "Fetch.continueRequest", "params": {
+                "requestId": params["requestId"], "url": login(params["request"]["url"])}}))
+        else:
+            paused.append(params)
+    page.on_event = on_event
+    patterns = [{"urlPattern": "*/hub/lti13/oauth_callback*", "requestStage": "Request"}]
+    if login:
+        patterns.append({"urlPattern": "*/hub/lti13/oauth_login*", "requestStage": "Request"})
+    page.send("Fetch.enable", patterns=patterns)
     try:
         page.send("Page.navigate", url=url)
         deadline = time.monotonic() + 60

@@ -26,7 +26,8 @@ from grader.chapters import find_chapter
 from grader.classroom.grading.publish import install
 from grader.classroom.ledger import GRADED, GRADING, HELD, QUEUED, REFUSED, SUPERSEDED, Entry, Ledger, parse_inbound
 from grader.classroom.onsubmit.service import Service
-from grader.classroom.policy.submitpolicy import parse_on_submit
+from grader.classroom.policy import timelimit
+from grader.classroom.policy.submitpolicy import SubmitPolicy, parse_on_submit
 from grader.coursedir import COURSE_ID
 
 CHAPTER = find_chapter("02")
@@ -57,12 +58,18 @@ def pool():
         yield running
 
 
-def course(tmp_path: Path, policy: str = "", due: str = "") -> tuple[Path, Path]:
+def course(tmp_path: Path, policy: str = "", due: str = "", reference: float | None = 60.0) -> tuple[Path, Path]:
+    """A course graded on submit. Its chapter's reference time is known already (`reference` seconds: the limit
+    the pool's own 120 s, as before a measurement), so the service does not time it after each test's first
+    round; `reference=None` leaves it to measure."""
     root, exchange = tmp_path / "course", tmp_path / "exchange"
     (exchange / COURSE_ID / "inbound").mkdir(parents=True)
     (exchange / COURSE_ID / "feedback").mkdir(parents=True)
     root.mkdir()
     (root / "term.toml").write_text(f"{due}\n[on_submit]\nchapters = [\"02\"]\n{policy}\n")
+    if reference is not None:
+        (root / timelimit.STATE_DIR).mkdir()
+        (root / timelimit.STATE_DIR / timelimit.FILE).write_text(json.dumps({CHAPTER.assignment: reference}))
     return root, exchange
 
 
@@ -72,12 +79,16 @@ def gradebook_score(root: Path, student: str) -> float:
 
 
 def test_attempts_feedback_best_and_the_limit(tmp_path, pool):
-    root, exchange = course(tmp_path, 'attempts = 3\ncounts = "best"')
+    root, exchange = course(tmp_path, 'attempts = 3\ncounts = "best"', reference=None)
     service = Service(root, exchange, pool)
     wrong = samples.wrong_variants(CHAPTER)[0]
     first = submit(exchange, "ada", samples.partly_wrong(CHAPTER, mistakes=1))
     [entry] = service.step()
     assert entry.status == GRADED and 0 < entry.score < TOTAL, entry
+    # graded within minutes before the chapter's reference is timed; then timed once, in this pool
+    assert entry.time_limit == timelimit.fitted(SubmitPolicy(), None, pool.limits.submission_seconds)
+    measured = timelimit.known_seconds(root, CHAPTER)
+    assert measured is not None and 0 < measured < 60, measured
     failing = [c for c in entry.checks if c["score"] < c["max_score"]]
     assert [c["name"] for c in failing] == [f"test_{wrong.exercise}"] and failing[0]["error"]
     assert released_feedback(exchange, first).is_file()  # what Fetch Feedback finds, for this submission
@@ -86,6 +97,8 @@ def test_attempts_feedback_best_and_the_limit(tmp_path, pool):
     second = submit(exchange, "ada", samples.reference(CHAPTER))
     [entry] = service.step()
     assert entry.score == TOTAL and gradebook_score(root, "ada") == TOTAL
+    assert timelimit.known_seconds(root, CHAPTER) == measured  # measured once, not each round
+    assert entry.time_limit == timelimit.fitted(SubmitPolicy(), measured, pool.limits.submission_seconds)
     assert released_feedback(exchange, second).is_file()
 
     submit(exchange, "ada", samples.released(CHAPTER))  # a worse third attempt: "best" keeps the second
@@ -271,7 +284,7 @@ def test_the_ledger_is_sqlite_and_an_old_json_ledger_is_migrated(tmp_path):
 def test_each_learner_sees_their_own_rows_and_the_instructor_the_class(tmp_path, pool):
     from grader.classroom.onsubmit.pages import class_page, learner_page
 
-    root, exchange = course(tmp_path, "")
+    root, exchange = course(tmp_path, "", reference=None)
     service = Service(root, exchange, pool)
     submit(exchange, "ada", samples.partly_wrong(CHAPTER, mistakes=1))
     submit(exchange, "ben", samples.reference(CHAPTER))
@@ -385,7 +398,6 @@ def test_a_notebook_linked_to_the_class_solutions_is_refused(tmp_path, pool):
 
 
 def test_the_time_limit_is_fitted_to_the_chapters_reference():
-    from grader.classroom.policy.submitpolicy import SubmitPolicy
     from grader.classroom.policy.timelimit import DEFAULT_SECONDS, FLOOR_SECONDS, fitted
 
     assert fitted(SubmitPolicy(), 2.0, 1800) == FLOOR_SECONDS  # a fast chapter: the floor

@@ -94,40 +94,6 @@ def test_door1_malformed_launch_posts_are_refused_without_a_server_error_and_the
     assert lti_class.recorded() == before
 
 
-def two_stage_launch(page, url: str, alter_login, alter_form) -> None:
-    """Like tests/test_lti_hub.py's intercepted_launch, also altering the login initiation's URL on its way
-    to the hub (`alter_login(url) -> url`): what a link an attacker sends a victim could say."""
-    paused = []
-
-    def on_event(m):  # the login initiation is continued at once (Page.navigate waits on it), the post kept
-        if m.get("method") != "Fetch.requestPaused":
-            return
-        params = m["params"]
-        if "oauth_login" in params["request"]["url"]:
-            page.ws.send(json.dumps({"id": 10 ** 6 + len(paused), "method": "Fetch.continueRequest", "params": {
-                "requestId": params["requestId"], "url": alter_login(params["request"]["url"])}}))
-        else:
-            paused.append(params)
-    page.on_event = on_event
-    page.send("Fetch.enable", patterns=[{"urlPattern": "*/hub/lti13/oauth_login*", "requestStage": "Request"},
-                                        {"urlPattern": "*/hub/lti13/oauth_callback*", "requestStage": "Request"}])
-    try:
-        page.send("Page.navigate", url=url)
-        deadline = time.monotonic() + 60
-        while not paused:
-            assert time.monotonic() < deadline, "timed out waiting for the launch's post"
-            page.on_event(json.loads(page.ws.recv()))
-        request = paused[0]["request"]
-        posted = request.get("postData") or "".join(base64.b64decode(e["bytes"]).decode()
-                                                    for e in request.get("postDataEntries", []))
-        form = alter_form(dict(urllib.parse.parse_qsl(posted)))
-        page.send("Fetch.continueRequest", requestId=paused[0]["requestId"],
-                  postData=base64.b64encode(urllib.parse.urlencode(form).encode()).decode())
-    finally:
-        del page.on_event
-        page.send("Fetch.disable")
-
-
 @pytest.mark.integration
 def test_door1_signed_claims_and_links_cannot_switch_user_escalate_or_redirect(lti_class, tmp_path):  # noqa: F811
     """Attacks through the real OIDC flow in Chromium (the platform's own launch, its post altered; claims
@@ -171,7 +137,7 @@ def test_door1_signed_claims_and_links_cannot_switch_user_escalate_or_redirect(l
             def form(f):
                 return altered(f, key, **{CLAIM + "custom": {}, CLAIM + "target_link_uri": hub.url + "/hub/"})
             try:
-                two_stage_launch(page, platform.launch_url("cy", CHAPTER), login, form)
+                intercepted_launch(page, platform.launch_url("cy", CHAPTER), form, login=login)
                 time.sleep(4)
                 outcomes[f"redirect {evil!r}"] = ("", page.js("location.href"))
             finally:
