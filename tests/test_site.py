@@ -379,3 +379,14 @@ def test_no_markdown_is_left_unrendered(visits):
 def test_cjk_bold_closes_after_chinese_punctuation():
     assert pages.cjk_bold("**如何完成练习。**把每个") == "**如何完成练习**。把每个"
     assert pages.cjk_bold("**带宽**（b） x ** 2") == "**带宽**（b） x ** 2"
+
+
+def test_a_progress_bar_widget_is_not_shown():
+    """tqdm's bar is a widget: its text is the bar's first state (0%), and the editions' runs, one of which
+    puts the other's training in place (grader.website.share), draw it differently or not at all."""
+    bar = nbformat.from_dict({"output_type": "display_data", "metadata": {}, "data": {
+        "application/vnd.jupyter.widget-view+json": {"model_id": "0", "version_major": 2, "version_minor": 0},
+        "text/plain": "pretraining:   0%|          | 0/700 [00:00<?, ?it/s]"}})
+    table = nbformat.from_dict({"output_type": "display_data", "metadata": {}, "data": {"text/plain": "a table"}})
+    assert pages._shown(bar) is None
+    assert pages._shown(table) == table

@@ -160,10 +160,10 @@ class Share:
         theirs = saved["constants"]
         if len(theirs) != len(ours):
             return self._ran(cell, index, "the cell's strings do not line up")
-        mapping, back = {}, {}
+        mapping, twofold = {}, set()
         for their, our in zip(theirs, ours):
-            if mapping.setdefault(their, our) != our or back.setdefault(our, their) != their:
-                return self._ran(cell, index, f"{their!r} is translated two ways")
+            if mapping.setdefault(their, our) != our:
+                twofold.add(their)  # a word in two sentences: translated two ways, no value may hold it
         if saved["names"] != names:
             return self._ran(cell, index, "the statement touches other names")
         neutral = {n: repr(fingerprint(self.namespace[n], lambda s: None)) for n in names}
@@ -172,7 +172,11 @@ class Share:
             return self._ran(cell, index, f"what the statement reads differs: {', '.join(differ)}")
         if not torch.equal(torch.get_rng_state(), saved["random_before"]["torch"]):
             return self._ran(cell, index, "PyTorch's random generator is elsewhere")
-        for name, value in pickle.loads(saved["values"]).items():
+        values = pickle.loads(saved["values"])
+        held = set().union(*map(strings_of, values.values())) & twofold
+        if held:
+            return self._ran(cell, index, f"{sorted(held)[0]!r} is translated two ways")
+        for name, value in values.items():
             put_back(self.namespace, name, translate(value, mapping), name in saved["rebound"])
         set_random_states(saved["random_before"], saved["random_after"])
         self.log(f"cell {cell} statement {index}: replayed ({saved['seconds']:.1f} s)")
