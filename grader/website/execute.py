@@ -103,7 +103,7 @@ def reference_runs(chapters: list[Chapter], jobs: int | None = None, log=print) 
     waiting = [c for c in missing if c.lang != "en" and any(e.number == c.number for e in first)]
     first += sorted((c for c in missing if c.lang != "en" and c not in waiting), key=lambda c: c.number,
                     reverse=True)
-    start, started = time.perf_counter(), time.time()
+    start = time.perf_counter()
     if missing:
         log(f"running {len(missing)} reference notebook(s), {jobs} at a time")
         with ProcessPoolExecutor(max_workers=jobs) as pool:
@@ -121,9 +121,8 @@ def reference_runs(chapters: list[Chapter], jobs: int | None = None, log=print) 
                         waiting.remove(other)
                         runs[pool.submit(_run, other, threads)] = other
         log(f"reference runs: {time.perf_counter() - start:.0f} s")
-        for share in SHARED.glob("*.pickle"):  # recorded before these runs: its statements ran or were replayed
-            if share.stat().st_mtime < started:
-                share.unlink()
+        for share in SHARED.glob("*.pickle"):  # of use to these runs only (tens of MB): not kept in the cache
+            share.unlink()
     kept = {c: cached_path(c) for c in chapters}
     for chapter, path in kept.items():  # the runs of a chapter's earlier contents are of no more use
         for stale in CACHE.glob(f"{chapter.lang}-{chapter.assignment}-*.ipynb"):
