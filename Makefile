@@ -103,8 +103,9 @@ release: sources
 
 # The course as a static website, offline (grader.website): site/_build/html/ (English; zh/ the Chinese
 # edition). The reference runs that draw the demo cells' plots are cached in site/_cache/ by content: a
-# fresh build runs all 18 notebooks (SITE_JOBS at a time, default 2; 525 CPU-s, 11 min on 2 loaded cores:
-# benchmarks/website.py, which shows their training cells take most of it), a rebuild only what changed.
+# fresh build runs all 18 notebooks (SITE_JOBS at a time, default 2), the Chinese ones putting the English
+# runs' trainings in place (grader.website.share): 280-350 CPU-s, 5-6 min on 2 loaded cores, about 3 on 2
+# quiet ones (benchmarks/website.py); a rebuild runs only what changed.
 site: setup
 	$(BIN)/python -m grader.website
 

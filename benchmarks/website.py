@@ -1,6 +1,8 @@
 """`make site` from nothing (issue 47), printed, not asserted: the whole build's wall and CPU seconds, the
 reference runs' share of it, and where each reference run spends its time (its slowest cells, from the
-timings nbclient keeps in the executed notebook's metadata).
+timings nbclient keeps in the executed notebook's metadata), and the translation's runs' cells against
+the English runs', side by side in one build (grader.website.share puts the English trainings in place in
+the translation's runs).
 
     .venv/bin/python benchmarks/website.py            # removes site/ (the cached runs too), then builds it
     .venv/bin/python benchmarks/website.py --warm     # keeps site/_cache/: a rebuild with nothing changed
@@ -43,7 +45,7 @@ def cell_seconds(cell) -> float:
 def profile_runs() -> None:
     """Per cached reference run: its cells' total and its slowest cells."""
     print(f"\n{'reference run':<26} {'cells (s)':>9}  slowest cells (s, first line)")
-    everything, slowest = 0.0, 0.0
+    everything, slowest, editions = 0.0, 0.0, {}
     for path in sorted(execute.CACHE.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         timed = sorted(((cell_seconds(c), c.source.strip().split("\n")[0][:60]) for c in nb.cells
@@ -51,8 +53,14 @@ def profile_runs() -> None:
         name = "-".join(path.stem.split("-")[:2])
         total = sum(seconds for seconds, _ in timed)
         everything, slowest = everything + total, slowest + sum(seconds for seconds, _ in timed[:TOP_CELLS])
+        editions[name.split("-")[0]] = editions.get(name.split("-")[0], 0.0) + total
         print(f"{name:<26} {total:>9.1f}  " + "; ".join(f"{s:.1f} {line!r}" for s, line in timed[:TOP_CELLS]))
     print(f"all runs' cells: {everything:.0f} s, of which each run's {TOP_CELLS} slowest: {slowest:.0f} s")
+    # Side by side in one build, so the machine's load counts alike: what the share saves the translation.
+    for lang, total in editions.items():
+        if lang != "en" and editions.get("en"):
+            print(f"{lang} runs' cells: {total:.0f} s, {100 * total / editions['en']:.0f}% of the English runs' "
+                  f"{editions['en']:.0f} s (grader.website.share: their trainings come from the English runs)")
 
 
 def main() -> None:

@@ -129,6 +129,31 @@ def test_exercise_check_and_test_cells_show_no_output_and_demos_show_the_referen
         assert images >= len(CHAPTERS), f"{lang}: only {images} plots from the reference runs"
 
 
+TRAINING = re.compile(r"tqdm\(|train_addition\(")  # a training cell: its progress bar, or the toolkit's loop
+NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def training_numbers(page: Path) -> list[list[str]]:
+    """The numbers each training cell of a page prints (sorted: a translation may reorder a sentence)."""
+    cells = nbformat.read(page, as_version=4).cells
+    return [sorted(NUMBER.findall("".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")))
+            for cell in cells if cell.cell_type == "code" and TRAINING.search(cell.source)]
+
+
+@pytest.mark.integration
+def test_the_chinese_pages_print_the_english_pages_training_numbers(site):
+    """The translation's reference run puts the English run's trainings in place (grader.website.share):
+    the same numbers, the seconds and tokens per second included, which two runs of their own never repeat."""
+    compared = 0
+    for chapter in CHAPTERS:
+        numbers = {lang: training_numbers(pages.SOURCE / lang / chapter.assignment / chapter.notebook_name)
+                   for lang in ("en", *LANGUAGES)}
+        for lang in LANGUAGES:
+            assert numbers[lang] == numbers["en"], (chapter.assignment, lang)
+        compared += sum(1 for cell in numbers["en"] if cell)
+    assert compared >= 6, compared  # 05-09 train (06-09 print their seconds)
+
+
 @pytest.mark.integration
 def test_each_chapter_links_its_release_zip(site):
     import zipfile
@@ -354,3 +379,14 @@ def test_no_markdown_is_left_unrendered(visits):
 def test_cjk_bold_closes_after_chinese_punctuation():
     assert pages.cjk_bold("**如何完成练习。**把每个") == "**如何完成练习**。把每个"
     assert pages.cjk_bold("**带宽**（b） x ** 2") == "**带宽**（b） x ** 2"
+
+
+def test_a_progress_bar_widget_is_not_shown():
+    """tqdm's bar is a widget: its text is the bar's first state (0%), and the editions' runs, one of which
+    puts the other's training in place (grader.website.share), draw it differently or not at all."""
+    bar = nbformat.from_dict({"output_type": "display_data", "metadata": {}, "data": {
+        "application/vnd.jupyter.widget-view+json": {"model_id": "0", "version_major": 2, "version_minor": 0},
+        "text/plain": "pretraining:   0%|          | 0/700 [00:00<?, ?it/s]"}})
+    table = nbformat.from_dict({"output_type": "display_data", "metadata": {}, "data": {"text/plain": "a table"}})
+    assert pages._shown(bar) is None
+    assert pages._shown(table) == table

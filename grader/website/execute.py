@@ -1,5 +1,7 @@
 """The reference runs the site shows: each chapter's source notebook (solutions filled in) executed
-once, cached under site/_cache/ by a hash of everything the run reads, several chapters at a time."""
+once, cached under site/_cache/ by a hash of everything the run reads, several chapters at a time. The
+English run of a chapter goes first: its slow statements (the trainings) are recorded for the other
+edition's run, which puts their results in place instead of training again (grader.website.share)."""
 from __future__ import annotations
 
 import hashlib
@@ -13,6 +15,7 @@ import nbformat
 from grader.chapters import REPO, Chapter
 
 CACHE = REPO / "site" / "_cache"
+SHARED = CACHE / "shared"  # the slow statements' results, for the other edition's run (grader.website.share)
 # A training cell's idle OpenMP threads spin on a shared 2-core machine (benchmarks/results/README.md).
 RUN_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
 
@@ -32,35 +35,94 @@ def cached_path(chapter: Chapter) -> Path:
     return CACHE / f"{chapter.lang}-{chapter.assignment}-{content_hash(chapter)}.ipynb"
 
 
-def _run(chapter: Chapter, threads: int) -> tuple[str, float]:
-    from grader.authoring.execute import execute_source  # lazy: a worker process imports nbclient
+def library_digest(chapter: Chapter) -> str:
+    """The Python the kernel imports from the chapter's folder: the same in every edition."""
+    digest = hashlib.sha256()
+    for package in ("course", "solutions"):
+        for path in sorted((chapter.course_dir / package).rglob("*.py")):
+            digest.update(str(path.relative_to(chapter.course_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
+
+def execute_shared(nb: nbformat.NotebookNode, folder: Path, library: str, log: Path, shared: Path = SHARED,
+                   timeout: int = 900, min_seconds: float | None = None) -> nbformat.NotebookNode:
+    """Run a notebook in `folder` with the site's share of slow statements installed in its kernel first
+    (silently: no cell, no output, no execution count); what the share did goes to `log`."""
+    from nbclient import NotebookClient  # lazy: a worker process imports it
+
+    cells = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+    options = "" if min_seconds is None else f", min_seconds={min_seconds!r}"
+    setup = (f"__import__('grader.website.share', fromlist=['install']).install("
+             f"{str(shared)!r}, {cells!r}, {library!r}, {str(log)!r}{options})")
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(folder)}})
+
+    async def install_share(notebook):
+        reply = await client.async_wait_for_reply(client.kc.execute(setup, silent=True, store_history=False))
+        if reply is None or reply["content"]["status"] != "ok":
+            raise RuntimeError(f"the site's share did not install: {reply and reply['content'].get('evalue')}")
+
+    client.on_notebook_start = install_share
+    client.execute()
+    return nb
+
+
+def execute_reference(chapter: Chapter, log: Path) -> nbformat.NotebookNode:
+    """The source notebook run top to bottom in its chapter folder, as a learner runs it."""
+    from course.toolkit import GRADING_ENV
+
+    os.environ.pop(GRADING_ENV, None)  # the full run: training cells train as a learner sees them
+    nb = nbformat.read(chapter.source_notebook, as_version=4)
+    return execute_shared(nb, chapter.course_dir, library_digest(chapter), log)
+
+
+def _run(chapter: Chapter, threads: int) -> tuple[str, float, list[str]]:
     # The kernels running side by side share the cores rather than each taking them all.
     os.environ.update(RUN_ENV, OMP_NUM_THREADS=str(threads))
-    nb, seconds = execute_source(chapter, timeout=900)
+    log = SHARED / f"{chapter.lang}-{chapter.assignment}.log"  # what the share did, kept to read
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
+    start = time.perf_counter()
+    nb = execute_reference(chapter, log)
+    seconds = time.perf_counter() - start
     target = cached_path(chapter)
-    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     nbformat.write(nb, partial)
     partial.replace(target)  # never a half-written cache entry
-    return str(target), seconds
+    shared = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    return str(target), seconds, shared
 
 
 def reference_runs(chapters: list[Chapter], jobs: int | None = None, log=print) -> dict[Chapter, Path]:
     """Each chapter's executed reference notebook: from the cache, else run (`jobs` at a time)."""
     jobs = jobs or int(os.environ.get("SITE_JOBS", min(2, os.cpu_count() or 1)))
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    # The later chapters train and take longest: started first, the two workers end close together.
-    missing = sorted((c for c in chapters if not cached_path(c).exists()), key=lambda c: c.number, reverse=True)
+    missing = [c for c in chapters if not cached_path(c).exists()]
+    # English first, the later chapters (they train, take longest) first: a translation's run starts once
+    # its English run is done, to find the trainings recorded.
+    first = sorted((c for c in missing if c.lang == "en"), key=lambda c: c.number, reverse=True)
+    waiting = [c for c in missing if c.lang != "en" and any(e.number == c.number for e in first)]
+    first += sorted((c for c in missing if c.lang != "en" and c not in waiting), key=lambda c: c.number,
+                    reverse=True)
     start = time.perf_counter()
     if missing:
         log(f"running {len(missing)} reference notebook(s), {jobs} at a time")
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            runs = {pool.submit(_run, chapter, threads): chapter for chapter in missing}
-            for done in as_completed(runs):
-                chapter, (_, seconds) = runs[done], done.result()
-                log(f"  ran {chapter.lang}/{chapter.assignment} in {seconds:.0f} s")
+            runs = {pool.submit(_run, chapter, threads): chapter for chapter in first}
+            while runs:
+                done = next(as_completed(runs))
+                chapter = runs.pop(done)
+                _, seconds, shared = done.result()
+                replayed = sum("replayed" in line for line in shared)
+                log(f"  ran {chapter.lang}/{chapter.assignment} in {seconds:.0f} s"
+                    + (f" ({replayed} training(s) from the {'English' if chapter.lang != 'en' else 'other'} run)"
+                       if replayed else ""))
+                if chapter.lang == "en":
+                    for other in [c for c in waiting if c.number == chapter.number]:
+                        waiting.remove(other)
+                        runs[pool.submit(_run, other, threads)] = other
         log(f"reference runs: {time.perf_counter() - start:.0f} s")
+        for share in SHARED.glob("*.pickle"):  # of use to these runs only (tens of MB): not kept in the cache
+            share.unlink()
     kept = {c: cached_path(c) for c in chapters}
     for chapter, path in kept.items():  # the runs of a chapter's earlier contents are of no more use
         for stale in CACHE.glob(f"{chapter.lang}-{chapter.assignment}-*.ipynb"):

@@ -23,6 +23,7 @@ EXTRA = "_extra"
 SHOWN_MIME = ("image/png", "image/svg+xml", "image/jpeg", "text/html", "text/latex", "text/markdown", "text/plain")
 MARKDOWN_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 CJK_PUNCTUATION = set("。，、；：！？）」』》”")
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 CHECK_CALL = re.compile(r"^\s*checks\.check_\w+\(", re.MULTILINE)
 
 TEXT = {
@@ -76,11 +77,12 @@ def _shown(output):
     if output.get("output_type") == "stream":
         return output if output.get("name") == "stdout" else None
     if output.get("output_type") in ("display_data", "execute_result"):
+        if WIDGET_MIME in output.get("data", {}):  # its text is the widget's first state (a bar at 0%)
+            return None
         data = {k: v for k, v in output.get("data", {}).items() if k in SHOWN_MIME}
         if not data:
             return None
         output = nbformat.from_dict({**output, "data": data})
-        output.get("metadata", {}).pop("application/vnd.jupyter.widget-view+json", None)
         return output
     return None  # errors: a reference run that failed is not shown
 
