@@ -60,8 +60,9 @@ def compare(commands: dict[str, list[str]], repeat: int) -> dict[str, tuple[floa
 
 
 def in_tree(tree: Path) -> list[str]:
-    """`grader grade` of another tree of the grader, with this environment's python."""
-    return ["env", f"PYTHONPATH={tree}", sys.executable, "-m", "grader", "grade"]
+    """`grader grade` of another tree of the grader, with this environment's python. -P: `-m` would put the
+    working directory (this checkout, where the benchmark is run from) before PYTHONPATH, and grade with it."""
+    return ["env", f"PYTHONPATH={tree}", sys.executable, "-P", "-m", "grader", "grade"]
 
 
 def slowest_imports(notebook: Path, top: int = 15) -> list[tuple[float, str]]:

@@ -3,6 +3,7 @@ the child's fork server holds."""
 import collections
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -94,16 +95,46 @@ def test_neither_side_imports_dtensor_to_compare_plain_tensors(side):
     assert out.split("\n")[:2] == ["unequal refused", "[]"]
 
 
-def test_a_childs_backward_imports_nothing_the_fork_server_did_not():
-    """A served backward with given gradients (grader.boundary.serve) imports torch's symbolic shapes (sympy) on
-    first use: the fork server preloads them, else each child pays about a second."""
-    code = ("import sys, torch, grader.boundary.child\n"
-            "before = set(sys.modules)\n"
-            "x = torch.ones(2, requires_grad=True)\n"
-            "(x * 2).backward(torch.ones(2))\n"
-            "print(sorted(set(sys.modules) - before))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+@pytest.mark.parametrize("key", ["02", "06"])
+def test_judging_imports_no_symbolic_shapes_on_either_side(key):
+    """Issue 47: torch's symbolic shapes (sympy: half a CPU-second a process) were imported by a backward with
+    given gradients (the child continuing a check's backward through the learner's graph, the trusted side
+    answering a stand-in's), so the fork server preloaded them for every child and the grading process paid
+    them too; and by the key_padding_mask of chapter 06's oracles (torch's layers). Chapter 02's checks
+    backpropagate through the learner's tensors, chapter 06's run those oracles: full marks, and neither
+    side has imported sympy."""
+    code = ("import sys, grader.boundary.child\n"
+            "from grader.boundary.specs import exercises\n"
+            "from grader.chapters import find_chapter\n"
+            "from tests.helpers import evaluate_in_child, reference_namespace\n"
+            f"chapter = find_chapter({key!r})\n"
+            "namespace = reference_namespace(chapter)\n"
+            "for exercise in exercises(chapter.name).values():\n"
+            "    result = evaluate_in_child(exercise, namespace)\n"
+            "    print(exercise.name, result.score == exercise.points)\n"
+            "print('sympy', 'sympy' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    lines = out.splitlines()
+    assert lines[-1] == "sympy False"
+    assert len(lines) > 2 and all(line.endswith(" True") for line in lines[:-1]), out
+
+
+def test_a_backward_from_given_gradients_is_torchs():
+    """grader.boundary.gradients: the same gradients as torch.autograd's, and torch's refusal of a gradient
+    that does not fit its output."""
+    from grader.boundary import gradients
+
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    outputs = lambda: [(x * y).tanh(), (x @ y) ** 2]  # noqa: E731
+    grads = [torch.randn(3, 4, dtype=torch.float64), torch.randn(3, dtype=torch.float64)]
+    want = torch.autograd.grad(outputs(), [x, y], grads)
+    assert all(torch.allclose(a, b, rtol=1e-12, atol=0) for a, b in zip(gradients.grad(outputs(), [x, y], grads), want))
+    gradients.backward(outputs(), grads)
+    assert torch.allclose(x.grad, want[0], rtol=1e-12, atol=0) and torch.allclose(y.grad, want[1], rtol=1e-12, atol=0)
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        gradients.backward([(x * y).sum(0)], [torch.ones(3, 4, dtype=torch.float64)])
 
 
 def test_the_worker_sets_the_course_grading_switch():

@@ -21,7 +21,6 @@ import traceback
 
 import matplotlib
 import torch  # preloaded for every child
-import torch.fx.experimental.symbolic_shapes  # a backward with given gradients imports it (sympy: 1 s a child)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot

@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 from torch.func import functional_call
 
+from grader.boundary import gradients
 from grader.boundary.standins import PLAIN, FixedDropout, _fill, _flatten
 
 
@@ -175,8 +176,8 @@ class StandInHost:
         pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
         result: list = [None] * count
         if pairs:
-            found = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
-                                        allow_unused=True, retain_graph=True)
+            found = gradients.grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
+                                   allow_unused=True, retain_graph=True)
             for i, g in zip(wants, found):
                 result[i] = g
         return result
