@@ -1,6 +1,6 @@
-"""Imported by the fork server only (grader.boundary.forkserver.PRELOAD), never by the trusted process: builds
-the IPython shell every pool child inherits (grader.boundary.child.prebuild_shell). Should that fail, each
-child builds its own, as before."""
+"""Child side, imported by the fork server only (grader.boundary.forkserver.PRELOAD), never by the trusted
+process: builds the IPython shell every pool child inherits (grader.boundary.child.prebuild_shell). Should
+that fail, each child builds its own, as before."""
 import contextlib
 
 from grader.boundary.child import prebuild_shell
