@@ -66,6 +66,26 @@ print(open('given.txt').read())""")
     assert verdict.error is None and verdict.missing == []
 
 
+def test_the_shell_a_child_inherits_holds_nothing_of_the_learner_before(tmp_path):
+    """The fork server builds the IPython shell once (grader.boundary.shell_preload), before any learner's code
+    runs; what one learner's cells do to it (names, settings, an event hook) stays in that learner's child, and
+    each child's profile folder is in its own sandbox."""
+    first = run_cells(tmp_path, """
+ip = get_ipython()
+secret_answer = 42
+ip.user_ns['planted'] = 1
+ip.events.register('pre_run_cell', lambda *args: print('hooked'))
+ip.autocall = 2
+print(ip.profile_dir.location)
+""")
+    second = run_cells(tmp_path, """
+ip = get_ipython()
+print(sorted(n for n in ('secret_answer', 'planted') if n in ip.user_ns), ip.autocall, ip.profile_dir.location)
+""")
+    assert printed(first) == "/tmp/ipython/profile_default\n"
+    assert printed(second) == "[] 0 /tmp/ipython/profile_default\n"
+
+
 @needs_namespaces
 def test_the_child_cannot_signal_the_grader_or_anything_else(tmp_path):
     # Signal 0 asks only whether a signal could be delivered. Never a real signal to -1 here: in a

@@ -123,13 +123,47 @@ def _forget_answers(job_dir: str) -> None:
     sys.path_importer_cache.clear()
 
 
-def _shell(job_dir: str) -> tuple[InteractiveShell, CapturingDisplayPublisher, list]:
+def prebuild_shell() -> None:
+    """Build the IPython shell once, in the fork server (grader.boundary.shell_preload), before any learner's
+    code runs anywhere: every child inherits this pristine instance (its own copy, by fork) instead of
+    building one (about half of a child's set-up CPU). No cell ever runs in the fork server, so what a child
+    finds in the shell is what a fresh one holds. Its profile folder is a private temporary one, gone
+    once built: each child names its own in the sandbox (`_shell`)."""
+    import shutil
+    import tempfile
+
     from traitlets.config import Config
 
     config = Config()
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "NoColor"
-    shell = InteractiveShell.instance(config=config)
+    folder = tempfile.mkdtemp(prefix="grader-ipython-")
+    try:
+        shell = InteractiveShell.instance(config=config, ipython_dir=folder)
+        try:
+            shell.enable_matplotlib("inline")
+        except Exception:  # noqa: BLE001 - figures are feedback, not the grade (the base shell has no GUI loop)
+            pass
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _shell(job_dir: str) -> tuple[InteractiveShell, CapturingDisplayPublisher, list]:
+    """This child's shell: the fork server's prebuilt one (grader.boundary.shell_preload), else one built
+    here; its profile folder in the sandbox's /tmp (IPYTHONDIR), its outputs and errors captured."""
+    from IPython.core.profiledir import ProfileDir
+    from traitlets.config import Config
+
+    prebuilt = InteractiveShell.initialized()
+    if prebuilt:
+        shell = InteractiveShell.instance()
+        shell.ipython_dir = os.environ["IPYTHONDIR"]
+        shell.profile_dir = ProfileDir.create_profile_dir_by_name(shell.ipython_dir, "default")
+    else:
+        config = Config()
+        config.HistoryManager.enabled = False
+        config.InteractiveShell.colors = "NoColor"
+        shell = InteractiveShell.instance(config=config)
     publisher = CapturingDisplayPublisher(shell=shell)
     shell.display_pub = publisher
     errors: list = []
@@ -140,10 +174,11 @@ def _shell(job_dir: str) -> tuple[InteractiveShell, CapturingDisplayPublisher, l
 
     shell._showtraceback = record_error
     shell.user_ns["__name__"] = "__main__"
-    try:
-        shell.enable_matplotlib("inline")
-    except Exception:  # noqa: BLE001 - figures are feedback, not the grade
-        pass
+    if not prebuilt:
+        try:
+            shell.enable_matplotlib("inline")
+        except Exception:  # noqa: BLE001 - figures are feedback, not the grade
+            pass
     return shell, publisher, errors
 
 

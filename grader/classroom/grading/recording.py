@@ -16,7 +16,6 @@ import hashlib
 import json
 import re
 import sys
-import threading
 import warnings
 from dataclasses import asdict
 from html import escape as html_escape
@@ -34,32 +33,12 @@ from grader.classroom.grades.export import write_course_csv
 from grader.classroom.grades.handgrades import FOLDER, BindHandGrades
 from grader.classroom.grades.total import SettleTotal, late_policy
 from grader.classroom.grades.written import AddRubrics, DropRubrics, ScoreBlankAnswers
+from grader.classroom.grading.nbgrader_costs import OneCommit, schema_checked_once, shared_engines
+from grader.classroom.grading.two_processes import split_run
 from grader.classroom.intake.sanitise import CommentsAsText, SanitiseLast, SanitiseNotebook
 from grader.classroom.phrasebook import Phrasebook, edition_of, hidden_test_line, phrasebook
 from grader.classroom.submissions import BadSubmission, Submission
 from grader.coursedir import COURSE_ID, CourseDir
-
-
-def _shared_engines() -> None:
-    """nbgrader opens the gradebook, each time with a new SQLAlchemy engine, about nine times for every
-    notebook it autogrades; one engine per database URL in this process keeps SQLAlchemy's cache of
-    compiled statements between them (a fifth of the time nbgrader takes per notebook)."""
-    import nbgrader.api
-
-    if getattr(nbgrader.api.create_engine, "shared", False):
-        return
-    original, engines, lock = nbgrader.api.create_engine, {}, threading.Lock()
-
-    def create_engine(url, **kwargs):
-        key = (str(url), tuple(sorted(kwargs.items())))
-        with lock:
-            if key not in engines:
-                engines[key] = original(url, **kwargs)
-            return engines[key]
-
-    create_engine.shared = True
-    nbgrader.api.create_engine = create_engine
-
 
 IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\balt=)")
 FOCUSABLE = re.compile(r'(<div class="[^"]*\b(?:jp-Cell-inputWrapper|jp-OutputArea-output)\b[^"]*")'
@@ -310,19 +289,28 @@ VERDICTS = ".grader-verdicts"  # a folder of the course directory: the verdict n
 
 
 def _clean_outputs(outputs) -> list:
-    clean = []
+    """The outputs that are valid nbformat outputs; a malformed one is dropped, never trusted."""
+    nodes = []
     for out in outputs if isinstance(outputs, list) else []:
         if not isinstance(out, dict) or out.get("output_type") not in OUTPUT_TYPES:
             continue
         if out["output_type"] == "execute_result":
             out = {**out, "execution_count": None, "metadata": {}}
         try:
-            node = nbformat.from_dict(out)
-            nbformat.validator.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[node])]))
-        except Exception:  # noqa: BLE001 - a malformed output is dropped, never trusted
+            nodes.append(nbformat.from_dict(out))
+        except Exception:  # noqa: BLE001
             continue
-        clean.append(node)
-    return clean
+    if _valid(nodes):  # all at once: the schema checks each output alone, so this is each one's verdict
+        return nodes
+    return [node for node in nodes if _valid([node])]
+
+
+def _valid(outputs: list) -> bool:
+    try:
+        nbformat.validator.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=outputs)]))
+    except Exception:  # noqa: BLE001 - whatever nbformat says is wrong
+        return False
+    return True
 
 
 NOT_RERUN = shown("[not re-run while grading: no score depends on this cell; {what}]\n")
@@ -485,11 +473,11 @@ def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchang
         GetGrades,
         IgnorePattern,
         LimitOutput,
-        SaveAutoGrades,
     )
     from traitlets.config import Config
 
-    _shared_engines()
+    shared_engines()
+    schema_checked_once()
     config = Config()
     config.CourseDirectory.root = str(course.root)
     config.CourseDirectory.course_id = COURSE_ID
@@ -497,7 +485,7 @@ def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchang
         config.Exchange.root = str(exchange)
     config.CourseDirectory.db_url = course.db_url
     config.Autograde.autograde_preprocessors = [FillVerdict, SanitiseNotebook, AddRubrics, IgnorePattern,
-                                                ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+                                                ClearMetadataPreprocessor, LimitOutput, OneCommit,
                                                 ScoreBlankAnswers, BindHandGrades, AssignLatePenalties,
                                                 CheckCellMetadata, SanitiseLast]
     config.FillVerdict.folder = str(course.root / VERDICTS)
@@ -559,18 +547,24 @@ def record(course: CourseDir, api, submission: Submission) -> None:
 
 def feedback_and_export(course: CourseDir, chapters: list[Chapter], students: list[str] | None = None,
                         score_only: bool = False) -> None:
-    """nbgrader's generate_feedback for each chapter (for `students` only, when given) and its CSV
-    export, in this process; `score_only`: the feedback shows scores, not the checks' messages."""
+    """nbgrader's generate_feedback for each chapter (for `students` only, when given), the chapters shared
+    between this process and one forked from it (grader.classroom.grading.two_processes), then its CSV
+    export; `score_only`: the feedback shows scores, not the checks' messages."""
     from nbgrader.api import Gradebook
 
     api = nbgrader_api(course, score_only=score_only)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for chapter in chapters:
+
+    def feedback(chapter: Chapter) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             for student in students or [None]:
                 outcome = api.generate_feedback(chapter.assignment, student_id=student, force=True)
                 if not outcome.get("success"):
                     print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
                           file=sys.stderr)
+
+    split_run(list(chapters), feedback)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         with Gradebook(course.db_url) as gb:
             write_course_csv(gb, course.root / "grades.csv", late_policy(course.root))

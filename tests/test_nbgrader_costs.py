@@ -1,0 +1,68 @@
+"""What a batch saves of nbgrader's work (grader.classroom.grading.nbgrader_costs, .two_processes,
+.recording._clean_outputs) changes nothing nbgrader decides: the same metadata refused with the same error,
+the same outputs kept, every chapter's feedback made even when the process sharing the work dies."""
+import os
+
+import jsonschema
+import nbformat
+import pytest
+from nbgrader.nbgraderformat import MetadataValidator
+
+from grader.chapters import find_chapter, is_test_cell
+from grader.classroom.grading import nbgrader_costs
+from grader.classroom.grading.recording import _clean_outputs
+from grader.classroom.grading.two_processes import split_run
+
+
+def test_the_metadata_schema_is_checked_once_and_a_bad_cell_refused_as_before(monkeypatch):
+    nb = nbformat.read(find_chapter("02").course_notebook, as_version=4)
+    graded = [c for c in nb.cells if is_test_cell(c)]
+    checked = []
+    original = jsonschema.Draft4Validator.check_schema.__func__
+    monkeypatch.setattr(jsonschema.Draft4Validator, "check_schema",
+                        classmethod(lambda cls, schema, **kw: (checked.append(1), original(cls, schema, **kw))))
+    nbgrader_costs.schema_checked_once()
+    MetadataValidator().validate_nb(nb)
+    MetadataValidator().validate_nb(nb)
+    assert len(graded) > 2 and len(checked) <= 1  # jsonschema.validate checked it once per cell
+    bad = graded[0].metadata.nbgrader
+    bad["points"] = "ten"
+    with pytest.raises(jsonschema.ValidationError) as ours:
+        MetadataValidator().validate_cell(graded[0])
+    with pytest.raises(jsonschema.ValidationError) as stock:
+        jsonschema.validate(bad, MetadataValidator().schema)
+    assert ours.value.message == stock.value.message and "'ten'" in ours.value.message
+
+
+def test_outputs_are_kept_or_dropped_each_on_its_own_merits():
+    good = [{"output_type": "stream", "name": "stdout", "text": "hi\n"},
+            {"output_type": "display_data", "data": {"text/plain": "x"}, "metadata": {}},
+            {"output_type": "execute_result", "data": {"text/plain": "3"}, "metadata": {"x": 1}, "execution_count": 7}]
+    bad = [{"output_type": "stream", "name": "stdout", "text": 3},
+           {"output_type": "error", "ename": "E"}, "not a dict", {"output_type": "unknown"}]
+    kept = _clean_outputs([bad[0], good[0], bad[1], good[1], bad[2], good[2], bad[3]])
+    assert [o["output_type"] for o in kept] == ["stream", "display_data", "execute_result"]
+    assert kept[2]["execution_count"] is None and kept[2]["metadata"] == {}
+    assert _clean_outputs(good) == kept and _clean_outputs(bad) == [] and _clean_outputs("junk") == []
+
+
+def test_the_parts_are_shared_with_a_forked_process_and_redone_when_it_dies(tmp_path):
+    def work(part):
+        (tmp_path / f"{part}.{os.getpid()}").write_text("done")
+
+    split_run(["a", "b", "c", "d"], work)
+    made = sorted(p.name for p in tmp_path.iterdir())
+    assert [name.split(".")[0] for name in made] == ["a", "b", "c", "d"]
+    assert len({name.split(".")[1] for name in made}) == 2  # two processes, side by side
+
+    for old in tmp_path.iterdir():
+        old.unlink()
+    here = os.getpid()
+
+    def dies_when_forked(part):
+        if os.getpid() != here:
+            os._exit(3)
+        work(part)
+
+    split_run(["a", "b", "c"], dies_when_forked)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{part}.{here}" for part in "abc"]
