@@ -1,7 +1,6 @@
-"""What a batch saves of nbgrader's work (grader.classroom.grading.nbgrader_costs, .two_processes,
+"""What a batch saves of nbgrader's work (grader.classroom.grading.nbgrader_costs,
 .recording._clean_outputs) changes nothing nbgrader decides: the same metadata refused with the same error,
-the same outputs kept, every chapter's feedback made even when the process sharing the work dies."""
-import os
+the same outputs kept."""
 
 import jsonschema
 import nbformat
@@ -11,7 +10,6 @@ from nbgrader.nbgraderformat import MetadataValidator
 from grader.chapters import find_chapter, is_test_cell
 from grader.classroom.grading import nbgrader_costs
 from grader.classroom.grading.recording import _clean_outputs
-from grader.classroom.grading.two_processes import split_run
 
 
 def test_the_metadata_schema_is_checked_once_and_a_bad_cell_refused_as_before(monkeypatch):
@@ -44,25 +42,3 @@ def test_outputs_are_kept_or_dropped_each_on_its_own_merits():
     assert [o["output_type"] for o in kept] == ["stream", "display_data", "execute_result"]
     assert kept[2]["execution_count"] is None and kept[2]["metadata"] == {}
     assert _clean_outputs(good) == kept and _clean_outputs(bad) == [] and _clean_outputs("junk") == []
-
-
-def test_the_parts_are_shared_with_a_forked_process_and_redone_when_it_dies(tmp_path):
-    def work(part):
-        (tmp_path / f"{part}.{os.getpid()}").write_text("done")
-
-    split_run(["a", "b", "c", "d"], work)
-    made = sorted(p.name for p in tmp_path.iterdir())
-    assert [name.split(".")[0] for name in made] == ["a", "b", "c", "d"]
-    assert len({name.split(".")[1] for name in made}) == 2  # two processes, side by side
-
-    for old in tmp_path.iterdir():
-        old.unlink()
-    here = os.getpid()
-
-    def dies_when_forked(part):
-        if os.getpid() != here:
-            os._exit(3)
-        work(part)
-
-    split_run(["a", "b", "c"], dies_when_forked)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{part}.{here}" for part in "abc"]

@@ -41,13 +41,6 @@ def shared_engines() -> None:
 _ENGINES: dict = {}
 
 
-def forget_connections() -> None:
-    """In a process forked from this one: the shared engines open connections of their own, never use the
-    parent's (SQLAlchemy's rule for a fork)."""
-    for engine in list(_ENGINES.values()):
-        engine.dispose(close=False)
-
-
 @functools.lru_cache(maxsize=8)
 def _validator(schema_text: str):
     """A validator of one schema, the schema itself checked once (jsonschema.validate checks it each call)."""

@@ -34,7 +34,6 @@ from grader.classroom.grades.handgrades import FOLDER, BindHandGrades
 from grader.classroom.grades.total import SettleTotal, late_policy
 from grader.classroom.grades.written import AddRubrics, DropRubrics, ScoreBlankAnswers
 from grader.classroom.grading.nbgrader_costs import OneCommit, schema_checked_once, shared_engines
-from grader.classroom.grading.two_processes import split_run
 from grader.classroom.intake.sanitise import CommentsAsText, SanitiseLast, SanitiseNotebook
 from grader.classroom.phrasebook import Phrasebook, edition_of, hidden_test_line, phrasebook
 from grader.classroom.submissions import BadSubmission, Submission
@@ -547,24 +546,18 @@ def record(course: CourseDir, api, submission: Submission) -> None:
 
 def feedback_and_export(course: CourseDir, chapters: list[Chapter], students: list[str] | None = None,
                         score_only: bool = False) -> None:
-    """nbgrader's generate_feedback for each chapter (for `students` only, when given), the chapters shared
-    between this process and one forked from it (grader.classroom.grading.two_processes), then its CSV
-    export; `score_only`: the feedback shows scores, not the checks' messages."""
+    """nbgrader's generate_feedback for each chapter (for `students` only, when given) and its CSV
+    export, in this process; `score_only`: the feedback shows scores, not the checks' messages."""
     from nbgrader.api import Gradebook
 
     api = nbgrader_api(course, score_only=score_only)
-
-    def feedback(chapter: Chapter) -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for chapter in chapters:
             for student in students or [None]:
                 outcome = api.generate_feedback(chapter.assignment, student_id=student, force=True)
                 if not outcome.get("success"):
                     print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
                           file=sys.stderr)
-
-    split_run(list(chapters), feedback)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
         with Gradebook(course.db_url) as gb:
             write_course_csv(gb, course.root / "grades.csv", late_policy(course.root))
