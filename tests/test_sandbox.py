@@ -68,22 +68,31 @@ print(open('given.txt').read())""")
 
 def test_the_shell_a_child_inherits_holds_nothing_of_the_learner_before(tmp_path):
     """The fork server builds the IPython shell once (grader.boundary.shell_preload), before any learner's code
-    runs; what one learner's cells do to it (names, settings, an event hook) stays in that learner's child, and
-    each child's profile folder is in its own sandbox."""
-    first = run_cells(tmp_path, """
+    runs; what one learner's cells do to it (names, settings, an event hook, its key-value store) stays in that
+    learner's child, and each child's profile folder is in its own sandbox. Both learners in one pool: the
+    second child is forked from the server the first one was."""
+    first = """
 ip = get_ipython()
 secret_answer = 42
 ip.user_ns['planted'] = 1
 ip.events.register('pre_run_cell', lambda *args: print('hooked'))
 ip.autocall = 2
+ip.db['planted'] = 'from the learner before'
 print(ip.profile_dir.location)
-""")
-    second = run_cells(tmp_path, """
+"""
+    second = """
 ip = get_ipython()
 print(sorted(n for n in ('secret_answer', 'planted') if n in ip.user_ns), ip.autocall, ip.profile_dir.location)
-""")
+"""
+    release = tmp_path / "release"
+    release.mkdir()
+    cells = [{"kind": "code", "source": s} for s in (second, "print(get_ipython().db.get('planted'))")]
+    with Pool(jobs=1, timeout=10, limits=Limits(memory_mb=1024)) as pool:
+        first = pool.judge(Job("ann/02", CHAPTER, [{"kind": "code", "source": first}], release))
+        second = pool.judge(Job("ben/02", CHAPTER, cells, release))
     assert printed(first) == "/tmp/ipython/profile_default\n"
     assert printed(second) == "[] 0 /tmp/ipython/profile_default\n"
+    assert printed(second, 1) == "None\n"
 
 
 @needs_namespaces

@@ -132,38 +132,39 @@ def prebuild_shell() -> None:
     import shutil
     import tempfile
 
+    folder = tempfile.mkdtemp(prefix="grader-ipython-")
+    try:
+        _new_shell(ipython_dir=folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _new_shell(**kwargs) -> InteractiveShell:
+    """The shell a child runs cells in: no history, no colours, figures drawn inline."""
     from traitlets.config import Config
 
     config = Config()
     config.HistoryManager.enabled = False
     config.InteractiveShell.colors = "NoColor"
-    folder = tempfile.mkdtemp(prefix="grader-ipython-")
+    shell = InteractiveShell.instance(config=config, **kwargs)
     try:
-        shell = InteractiveShell.instance(config=config, ipython_dir=folder)
-        try:
-            shell.enable_matplotlib("inline")
-        except Exception:  # noqa: BLE001 - figures are feedback, not the grade (the base shell has no GUI loop)
-            pass
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        shell.enable_matplotlib("inline")
+    except Exception:  # noqa: BLE001 - figures are feedback, not the grade (the base shell has no GUI loop)
+        pass
+    return shell
 
 
 def _shell(job_dir: str) -> tuple[InteractiveShell, CapturingDisplayPublisher, list]:
     """This child's shell: the fork server's prebuilt one (grader.boundary.shell_preload), else one built
     here; its profile folder in the sandbox's /tmp (IPYTHONDIR), its outputs and errors captured."""
     from IPython.core.profiledir import ProfileDir
-    from traitlets.config import Config
 
-    prebuilt = InteractiveShell.initialized()
-    if prebuilt:
+    if InteractiveShell.initialized():
         shell = InteractiveShell.instance()
         shell.ipython_dir = os.environ["IPYTHONDIR"]
         shell.profile_dir = ProfileDir.create_profile_dir_by_name(shell.ipython_dir, "default")
     else:
-        config = Config()
-        config.HistoryManager.enabled = False
-        config.InteractiveShell.colors = "NoColor"
-        shell = InteractiveShell.instance(config=config)
+        shell = _new_shell()
     publisher = CapturingDisplayPublisher(shell=shell)
     shell.display_pub = publisher
     errors: list = []
@@ -174,11 +175,6 @@ def _shell(job_dir: str) -> tuple[InteractiveShell, CapturingDisplayPublisher, l
 
     shell._showtraceback = record_error
     shell.user_ns["__name__"] = "__main__"
-    if not prebuilt:
-        try:
-            shell.enable_matplotlib("inline")
-        except Exception:  # noqa: BLE001 - figures are feedback, not the grade
-            pass
     return shell, publisher, errors
 
 
