@@ -186,6 +186,21 @@ def recording(routines: tuple[str, ...], oracles_beside: bool = True):
                 mode.__exit__(None, None, None)
 
 
+class unrecorded:
+    """The grader's own torch calls beside the learner's, out of the recorders' sight: the wire's tensors
+    (grader.boundary.wire.Endpoint.translating) and the snapshots the child compares after a call. No learner
+    code runs there (the wire takes exact tensors only), and every torch call is spared both modes' Python."""
+
+    def __enter__(self):
+        self.guards = (torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch())
+        for guard in self.guards:
+            guard.__enter__()
+
+    def __exit__(self, *exc):
+        for guard in reversed(self.guards):
+            guard.__exit__(*exc)
+
+
 def in_sandbox(routines: tuple[str, ...]):
     """`recording` in the sandboxed child, where no oracle runs: every call is the learner's."""
     return recording(routines, oracles_beside=False)

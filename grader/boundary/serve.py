@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 
 from grader.boundary import gradients
+from grader.boundary.forbid import unrecorded
 from grader.boundary.standins import TrustedStub, fix_dropout
 from grader.boundary.wire import Codec, Endpoint, WireError
 
@@ -151,6 +152,7 @@ class Server:
         self.codec = WorkerCodec()
         self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: None)
         self.endpoint.after_reply = _raise_pending
+        self.endpoint.translating = unrecorded
         self.codec.endpoint = self.endpoint
         self.namespace, self.record = namespace, record
         self.saved: dict = {}
@@ -217,8 +219,9 @@ class Server:
                   if len(c) != len(before)
                   or any(a is not b for a, b in zip(list(c.items()) if type(c) is dict else c, before))
                   or type(c) is dict and any(v is not c.get(k) for k, v in before)]
-        return {"value": value, "changed": self.codec.changes(snapshots), "edited": edited,
-                "rng": torch.get_rng_state()}
+        with unrecorded():
+            changed, rng = self.codec.changes(snapshots), torch.get_rng_state()
+        return {"value": value, "changed": changed, "edited": edited, "rng": rng}
 
     def op_getattr(self, _, target, name: str):
         return getattr(target, name)
