@@ -2,6 +2,7 @@
 feedback and CSV export; a re-run keeps every score; `grader grade --json` keeps its contract."""
 import csv
 import json
+import shutil
 import subprocess
 import sys
 
@@ -16,6 +17,9 @@ from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom.grades.written import written
 from grader.classroom.grading.batch import autograde_class
+from grader.classroom.grading.feedback_helper import FeedbackHelper
+from grader.classroom.grading.recording import feedback_and_export
+from grader.coursedir import CourseDir
 from tests.helpers import adversarial_expected
 
 
@@ -60,6 +64,38 @@ def test_feedback_and_export(graded_class):
     assert len(feedback) == 4 * len(CHAPTERS) + 1  # eve's corrupt notebook gets feedback saying why it scored 0
     rows = list(csv.DictReader((root / "course" / "grades.csv").open()))
     assert {(r["student_id"], r["assignment"]) for r in rows} >= {("ada", c.assignment) for c in CHAPTERS}
+
+
+def feedback_pages(course_root) -> dict[str, bytes]:
+    return {str(p.relative_to(course_root)): p.read_bytes() for p in (course_root / "feedback").glob("*/*/*.html")}
+
+
+def test_the_feedback_helpers_pages_are_those_the_grading_process_makes(graded_class, tmp_path, capsys):
+    """A class of several chapters has every other chapter's pages made by a second process
+    (grader.classroom.grading.feedback_helper); the same pages as this process makes. A helper that fails costs
+    no page: its chapters are made here, and stderr says so."""
+    root, _ = graded_class
+    course_root = tmp_path / "course"
+    shutil.copytree(root / "course", course_root)
+    made_by_the_batch = feedback_pages(course_root)
+    shutil.rmtree(course_root / "feedback")
+    course = CourseDir(course_root, CHAPTERS)
+    chapters = CHAPTERS[:4]
+    feedback_and_export(course, chapters)  # no helper: this process makes them all
+    pages = feedback_pages(course_root)
+    assert len(pages) == 4 * len(chapters) + 1
+    assert pages == {k: v.replace(str(root / "course").encode(), str(course_root).encode())
+                     for k, v in made_by_the_batch.items() if k.split("/")[2] in {c.assignment for c in chapters}}
+
+    for fails in ("import sys; sys.exit(3)",  # before its share: this process makes it all
+                  "import sys; sys.stdin.read(); print('no gradebook', file=sys.stderr); sys.exit(1)"):
+        shutil.rmtree(course_root / "feedback")
+        with FeedbackHelper(course.root, course.db_url) as helper:
+            helper.proc.kill()
+            helper.proc = subprocess.Popen([sys.executable, "-c", fails], stdin=subprocess.PIPE, stderr=helper.errors)
+            feedback_and_export(course, chapters, helper=helper)
+        assert feedback_pages(course_root) == pages
+    assert "the feedback helper failed (no gradebook)" in capsys.readouterr().err
 
 
 def test_regrading_keeps_every_score(graded_class, tmp_path):

@@ -1,5 +1,6 @@
 """Grading a class: stage each submission, judge it in the pool, record it (`batch`); judge on a Dask
-cluster (`cluster`); nbgrader's autograde with the verdict, feedback and grades.csv (`recording`); the
+cluster (`cluster`); nbgrader's autograde with the verdict, feedback and grades.csv (`recording`), a class's
+feedback pages shared with a second process (`feedback_helper`); the
 cells no score depends on (`skipping`); a chapter graded again (`regrade`); feedback regenerated when the
 gradebook changes (`publish`).
 

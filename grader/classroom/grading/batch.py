@@ -33,6 +33,7 @@ from grader.classroom.grades.report import save_notes
 from grader.classroom.grades.total import chapter_total, totals
 from grader.classroom.grading import skipping
 from grader.classroom.grading.cluster import DaskPool
+from grader.classroom.grading.feedback_helper import FeedbackHelper
 from grader.classroom.grading.recording import feedback_and_export, nbgrader_api, record, zero_grades
 from grader.classroom.intake.collect import gather
 from grader.classroom.phrasebook import edition_of, phrasebook
@@ -446,7 +447,8 @@ def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db
             chapters = chapters or _chapters_of(submissions)
             load_checks(chapters)
             course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
-        with contextlib.nullcontext(locks.Locks()) if judge_unlocked else locks.shared(course.db_url) as book:
+        with contextlib.nullcontext(locks.Locks()) if judge_unlocked else locks.shared(course.db_url) as book, \
+                _feedback_helper(course, chapters) as helper:
             with short(course.db_url) as held, (held or book).releasing():
                 own_file = root / "gradebook.db"  # a new course directory may start from the cache's (a copy over it)
                 fresh = db_url is None and database_of(course_dir) == f"sqlite:///{own_file}" and not own_file.exists()
@@ -454,11 +456,17 @@ def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
                       book=book, hold=(lambda: short(course.db_url)) if judge_unlocked else None)
             with short(course.db_url):
-                feedback_and_export(course, chapters, students=feedback_for, score_only=score_only)
+                feedback_and_export(course, chapters, students=feedback_for, score_only=score_only, helper=helper)
                 late = term.policy if term is not None else None
                 results = [{**result_of(course, sub, late), "student": sub.student,
                             "assignment": sub.chapter.assignment if sub.chapter else None} for sub in submissions]
                 return "\n".join([summary(course, chapters, results, late), *notes]), results
+
+
+def _feedback_helper(course: CourseDir, chapters: list[Chapter]):
+    """A process that makes every other chapter's feedback pages at the end, started now so that its imports
+    overlap the judging (grader.classroom.grading.feedback_helper); none for a single chapter."""
+    return FeedbackHelper(course.root, course.db_url) if len(chapters) > 1 else contextlib.nullcontext()
 
 
 @contextlib.contextmanager

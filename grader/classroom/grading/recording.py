@@ -545,19 +545,35 @@ def record(course: CourseDir, api, submission: Submission) -> None:
 
 
 def feedback_and_export(course: CourseDir, chapters: list[Chapter], students: list[str] | None = None,
-                        score_only: bool = False) -> None:
+                        score_only: bool = False, helper=None) -> None:
     """nbgrader's generate_feedback for each chapter (for `students` only, when given) and its CSV
-    export, in this process; `score_only`: the feedback shows scores, not the checks' messages."""
+    export; `score_only`: the feedback shows scores, not the checks' messages; `helper`: a started
+    grader.classroom.grading.feedback_helper.FeedbackHelper, which makes every other chapter's pages meanwhile."""
     from nbgrader.api import Gradebook
 
+    mine, theirs = list(chapters), []
+    if helper is not None and len(chapters) > 1 and helper.give(chapters[1::2], students, score_only):
+        mine, theirs = chapters[0::2], chapters[1::2]
+    generate_feedback(course, mine, students, score_only)
+    if theirs and not helper.finish():
+        generate_feedback(course, theirs, students, score_only)
+    with Gradebook(course.db_url) as gb:
+        write_course_csv(gb, course.root / "grades.csv", late_policy(course.root))
+
+
+def generate_feedback(course, chapters: list[Chapter], students: list[str] | None = None,
+                      score_only: bool = False) -> bool:
+    """nbgrader's generate_feedback for each chapter (for `students` only, when given), in this process;
+    whether every one succeeded (a failure is said on stderr). `course`: its root and db_url."""
     api = nbgrader_api(course, score_only=score_only)
+    succeeded = True
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for chapter in chapters:
             for student in students or [None]:
                 outcome = api.generate_feedback(chapter.assignment, student_id=student, force=True)
                 if not outcome.get("success"):
+                    succeeded = False
                     print(f"grader: feedback for {chapter.assignment} failed: {outcome.get('error', '')[-300:]}",
                           file=sys.stderr)
-        with Gradebook(course.db_url) as gb:
-            write_course_csv(gb, course.root / "grades.csv", late_policy(course.root))
+    return succeeded
