@@ -1,8 +1,7 @@
 """Grading a class: stage each submission, judge it in the pool, record it (`batch`); judge on a Dask
 cluster (`cluster`); nbgrader's autograde with the verdict, feedback and grades.csv (`recording`), a class's
-feedback pages shared with a second process (`feedback_helper`); the
-cells no score depends on (`skipping`); a chapter graded again (`regrade`); feedback regenerated when the
-gradebook changes (`publish`).
+feedback pages shared with a second process (`feedback_helper`); the cells no score depends on (`skipping`);
+a chapter graded again (`regrade`); feedback regenerated when the gradebook changes (`publish`).
 
 May import: grades, policy, intake and the bottom (locks, ledger, phrasebook, submissions); lti only inside
 a function (publish posts the totals to the LMS's gradebook: lti.outbox). Used by: onsubmit, the command
