@@ -243,11 +243,11 @@ def _write_staged(course: CourseDir, submission: Submission, nb: nbformat.Notebo
     nbformat.write(nb, target / submission.chapter.notebook_name)
 
 
-def result_of(course: CourseDir, submission: Submission, late=None) -> dict:
+def result_of(course: CourseDir, submission: Submission, late=None, gradebook=None) -> dict:
     """The JSON contract: notebook, score, max_score (grader.classroom.grades.total's: automatic and hand-graded
     points, less the late penalty by `late`, the course's LatePolicy), raw_score, penalty, complete,
-    tests{grade_id: score, max_score, error}, written{grade_id: score (None: pending), max_score, state}."""
-    from nbgrader.api import Gradebook
+    tests{grade_id: score, max_score, error}, written{grade_id: score (None: pending), max_score, state}.
+    `gradebook`: an open nbgrader Gradebook of the course (`results_of`), else one is opened here."""
 
     chapter = submission.chapter
     expected = _test_ids(chapter) if chapter else {}
@@ -260,7 +260,7 @@ def result_of(course: CourseDir, submission: Submission, late=None) -> dict:
         if graded.exists():
             nb = nbformat.read(graded, as_version=4)
             outputs = {c.metadata.nbgrader["grade_id"]: c.get("outputs", []) for c in nb.cells if is_test_cell(c)}
-        with Gradebook(course.db_url) as gb:
+        with _opened(course, gradebook) as gb:
             total = chapter_total(gb, submission.student, chapter.assignment, late)
             for part in total.parts if total else ():
                 if part.name not in tests:  # a written answer: a person grades it
@@ -286,6 +286,18 @@ def result_of(course: CourseDir, submission: Submission, late=None) -> dict:
     if submission.notes:
         result["repairs"] = submission.notes
     return result
+
+
+def results_of(course: CourseDir, submissions: list[Submission], late=None) -> list[dict]:
+    """`result_of` each submission, from one open gradebook (opening one costs as much as reading a result)."""
+    with _opened(course) as gb:
+        return [result_of(course, sub, late, gb) for sub in submissions]
+
+
+def _opened(course: CourseDir, gradebook=None):
+    from nbgrader.api import Gradebook
+
+    return contextlib.nullcontext(gradebook) if gradebook is not None else Gradebook(course.db_url)
 
 
 def release_all(course: CourseDir, chapters: list[Chapter], cached: bool = False) -> dict[str, nbformat.NotebookNode]:
@@ -374,7 +386,7 @@ def grade_paths(paths: list[str], timeout: int = 120, jobs: int = 1, progress: b
         course = CourseDir(Path(tmp), chapters, timeout=timeout)
         released = release_all(course, chapters, cached=True)
         grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, secret=secret)
-        return [result_of(course, sub) for sub in submissions]
+        return results_of(course, submissions)
 
 
 SO_FAR = shown(" so far (written answers pending)")
@@ -458,8 +470,9 @@ def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db
             with short(course.db_url):
                 feedback_and_export(course, chapters, students=feedback_for, score_only=score_only, helper=helper)
                 late = term.policy if term is not None else None
-                results = [{**result_of(course, sub, late), "student": sub.student,
-                            "assignment": sub.chapter.assignment if sub.chapter else None} for sub in submissions]
+                results = [{**result, "student": sub.student,
+                            "assignment": sub.chapter.assignment if sub.chapter else None}
+                           for sub, result in zip(submissions, results_of(course, submissions, late))]
                 return "\n".join([summary(course, chapters, results, late), *notes]), results
 
 
