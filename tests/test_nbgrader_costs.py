@@ -42,3 +42,33 @@ def test_outputs_are_kept_or_dropped_each_on_its_own_merits():
     assert [o["output_type"] for o in kept] == ["stream", "display_data", "execute_result"]
     assert kept[2]["execution_count"] is None and kept[2]["metadata"] == {}
     assert _clean_outputs(good) == kept and _clean_outputs(bad) == [] and _clean_outputs("junk") == []
+
+
+def test_a_gradebook_asks_for_its_tables_once_and_still_creates_a_missing_one(tmp_path, monkeypatch):
+    import os
+    import sqlite3
+    import sys
+
+    from nbgrader.api import Gradebook
+    from sqlalchemy import event
+
+    monkeypatch.setenv("PATH", os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))  # alembic
+    nbgrader_costs.shared_engines()
+    nbgrader_costs.tables_asked_once()
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url) as gb:  # a new file: every table created, as nbgrader does
+        gb.add_student("ada")
+        statements = []
+        event.listen(gb.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    with Gradebook(url) as gb:
+        assert gb.find_student("ada").id == "ada"
+    assert not [s for s in statements if "table_info" in s.lower()], statements  # no PRAGMA per table
+    tables = {row[0] for row in sqlite3.connect(tmp_path / "gradebook.db").execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"student", "assignment", "grade", "comment"} <= tables
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        db.execute("DROP TABLE comment")
+    with Gradebook(url):
+        pass
+    assert ("comment",) in sqlite3.connect(tmp_path / "gradebook.db").execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()

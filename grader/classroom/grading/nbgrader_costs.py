@@ -2,6 +2,8 @@
 (grader.classroom.grading.recording sets these up before it calls nbgrader):
 
 - `shared_engines`: one SQLAlchemy engine per database URL in this process, not one per Gradebook;
+- `tables_asked_once`: a Gradebook that opens asks the database for its table names once, not about each of
+  its thirteen tables in turn (it opens about nine times per notebook autograded);
 - `schema_checked_once`: nbgrader checks its cell-metadata schema itself, with jsonschema, before each
   cell's metadata is validated against it (twice per cell per autograde: two thirds of that step);
 - `OneCommit`: nbgrader's SaveAutoGrades, whose scores and comments go in as one transaction per notebook
@@ -39,6 +41,27 @@ def shared_engines() -> None:
 
 
 _ENGINES: dict = {}
+
+
+def tables_asked_once() -> None:
+    """nbgrader's Gradebook creates its tables whenever it opens: SQLAlchemy asks the database about each one
+    (a PRAGMA on SQLite) before creating the missing. One query for the table names tells that none is missing,
+    the usual case; else SQLAlchemy's own create_all runs as before."""
+    import nbgrader.api
+    from sqlalchemy import inspect
+
+    metadata = nbgrader.api.Base.metadata
+    if getattr(metadata.create_all, "asks_once", False):
+        return
+    original = metadata.create_all
+
+    def create_all(bind=None, tables=None, checkfirst=True):
+        if bind is None or tables is not None or not checkfirst \
+                or not set(metadata.tables) <= set(inspect(bind).get_table_names()):
+            original(bind=bind, tables=tables, checkfirst=checkfirst)
+
+    create_all.asks_once = True
+    metadata.create_all = create_all
 
 
 @functools.lru_cache(maxsize=8)

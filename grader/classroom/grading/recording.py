@@ -33,7 +33,7 @@ from grader.classroom.grades.export import write_course_csv
 from grader.classroom.grades.handgrades import FOLDER, BindHandGrades
 from grader.classroom.grades.total import SettleTotal, late_policy
 from grader.classroom.grades.written import AddRubrics, DropRubrics, ScoreBlankAnswers
-from grader.classroom.grading.nbgrader_costs import OneCommit, schema_checked_once, shared_engines
+from grader.classroom.grading.nbgrader_costs import OneCommit, schema_checked_once, shared_engines, tables_asked_once
 from grader.classroom.intake.sanitise import CommentsAsText, SanitiseLast, SanitiseNotebook
 from grader.classroom.phrasebook import Phrasebook, edition_of, hidden_test_line, phrasebook
 from grader.classroom.submissions import BadSubmission, Submission
@@ -299,17 +299,29 @@ def _clean_outputs(outputs) -> list:
             nodes.append(nbformat.from_dict(out))
         except Exception:  # noqa: BLE001
             continue
-    if _valid(nodes):  # all at once: the schema checks each output alone, so this is each one's verdict
+    if not nodes or _valid(nodes):  # all at once: the schema checks each output alone, so this is each one's verdict
         return nodes
     return [node for node in nodes if _valid([node])]
 
 
 def _valid(outputs: list) -> bool:
+    """Whether nbformat's schema takes these outputs, in a notebook of one code cell (built as plain data: nbformat's
+    constructors would validate the cell and the notebook too, before this validates them all)."""
+    cell = {"cell_type": "code", "id": "outputs", "metadata": {}, "source": "", "execution_count": None,
+            "outputs": outputs}
     try:
-        nbformat.validator.validate(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=outputs)]))
+        nbformat.validator.validate({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]})
     except Exception:  # noqa: BLE001 - whatever nbformat says is wrong
         return False
     return True
+
+
+def _output(output_type: str, **fields) -> nbformat.NotebookNode:
+    """An output the grader writes itself (a report, a note): its fields are nbformat's, so it is not validated
+    one by one (nbformat's new_output would); the notebook is, as nbconvert writes it."""
+    if output_type == "execute_result":
+        fields = {"metadata": {}, "execution_count": None, **fields}
+    return nbformat.from_dict({"output_type": output_type, **fields})
 
 
 NOT_RERUN = shown("[not re-run while grading: no score depends on this cell; {what}]\n")
@@ -321,7 +333,7 @@ def saved_outputs(saved, book: Phrasebook) -> list:
     outputs = _clean_outputs(saved)  # bounded when staged (grader.classroom.grading.batch.bound_saved_outputs)
     what = (shown("the outputs below are from your own run") if outputs
             else shown("your notebook saved no outputs for it"))
-    return [nbformat.v4.new_output("stream", name="stdout", text=book.say(NOT_RERUN, what=what)), *outputs]
+    return [_output("stream", name="stdout", text=book.say(NOT_RERUN, what=what)), *outputs]
 
 
 def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict | None, reason: str | None,
@@ -352,13 +364,12 @@ def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict |
         result.zero_reason = str(zero)[:500] if zero else None
         said = message.get("diagnosis")  # the notebook's own check, on public inputs (grader.boundary.diagnosis)
         result.diagnosis = book.mistake(said[:500]) if isinstance(said, str) and said.strip() else None
-    outputs = [nbformat.v4.new_output("stream", name="stdout", text=result.report(book.say) + "\n")]
+    outputs = [_output("stream", name="stdout", text=result.report(book.say) + "\n")]
     if result.score > 0:
-        outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(result.score)},
-                                              execution_count=None))
+        outputs.append(_output("execute_result", data={"text/plain": repr(result.score)}))
     else:
         why = book.text(result.zero_reason or shown(f"{exercise}: no check passed"))
-        outputs.append(nbformat.v4.new_output("error", ename="NoCredit", evalue=why, traceback=[f"NoCredit: {why}"]))
+        outputs.append(_output("error", ename="NoCredit", evalue=why, traceback=[f"NoCredit: {why}"]))
     return outputs
 
 
@@ -476,6 +487,7 @@ def nbgrader_api(course: CourseDir, term=None, score_only: bool = False, exchang
     from traitlets.config import Config
 
     shared_engines()
+    tables_asked_once()
     schema_checked_once()
     config = Config()
     config.CourseDirectory.root = str(course.root)
