@@ -9,8 +9,9 @@ them, their CPU as the calling thread's. The child's phases (fork and confine, t
 learner's cells, serving the checks' calls inside the forbidden-op recorder) come from the timings the
 pool keeps in each verdict (grader.boundary.pool: the child's own word, used for this table only). The
 whole tree's CPU is this process's, its reaped children's (the fork server, once stopped, with the
-children it reaped) and what the processes that ran the cells said they used (never reaped by any of ours:
-/usr/bin/time does not count them either).
+children it reaped; the nbgrader helper, grader.classroom.grading.nbgrader_helper, whose autograde and
+feedback this process awaits: their wall here, their CPU the helper's) and what the processes that ran the
+cells said they used (never reaped by any of ours: /usr/bin/time does not count them either).
 """
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def instrument() -> None:
     from grader.classroom.grading import recording
     _timed(grading, "release_all", "trusted: release")
     _timed(grading, "stage", "trusted: stage (read, repair, write)")
-    _timed(grading, "record", "trusted: nbgrader autograde (gradebook)")
+    _timed(grading, "record", "trusted: nbgrader autograde (in the helper)")
     _timed(grading, "feedback_and_export", "trusted: feedback HTML + CSV")
     _timed(grading, "result_of", "trusted: results (gradebook reads)")
     _timed(recording, "write_course_csv", "  of which CSV export")
@@ -145,7 +146,7 @@ def profile(inbox: Path, course_dir: Path, jobs: int) -> float:
     rest = cpu - sum(v for k, v in CPU.items() if not k.startswith(" "))
     print(f"{'rest (imports, fork server, confine, ...)':<42} {'':>8} {rest:>8.2f} {'':>8} {rest / count:>8.3f}")
     print(f"{'trusted process (all its threads)':<42} {'':>8} {own:>8.2f} {'':>8} {own / count:>8.3f}")
-    print(f"{'fork server, children (reaped)':<42} {'':>8} {cpu - own - said:>8.2f} {'':>8} "
+    print(f"{'fork server, children, nbgrader helper':<42} {'':>8} {cpu - own - said:>8.2f} {'':>8} "
           f"{(cpu - own - said) / count:>8.3f}")
     print(f"{'processes running the cells (their word)':<42} {'':>8} {said:>8.2f} {'':>8} {said / count:>8.3f}")
     print(f"{'whole batch (process tree, CPU user+sys)':<42} {wall:>8.2f} {cpu:>8.2f} {wall / count:>8.3f} "

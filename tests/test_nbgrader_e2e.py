@@ -16,8 +16,9 @@ from grader.boundary import seeds
 from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom.grades.written import written
+from grader.classroom.grading import batch
 from grader.classroom.grading.batch import autograde_class
-from grader.classroom.grading.feedback_helper import FeedbackHelper
+from grader.classroom.grading.nbgrader_helper import NbgraderHelper
 from grader.classroom.grading.recording import feedback_and_export
 from grader.coursedir import CourseDir
 from tests.helpers import adversarial_expected
@@ -70,10 +71,10 @@ def feedback_pages(course_root) -> dict[str, bytes]:
     return {str(p.relative_to(course_root)): p.read_bytes() for p in (course_root / "feedback").glob("*/*/*.html")}
 
 
-def test_the_feedback_helpers_pages_are_those_the_grading_process_makes(graded_class, tmp_path, capsys):
-    """A class of several chapters has every other chapter's pages made by a second process
-    (grader.classroom.grading.feedback_helper); the same pages as this process makes. A helper that fails costs
-    no page: its chapters are made here, and stderr says so."""
+def test_the_helpers_pages_are_those_the_grading_process_makes(graded_class, tmp_path, capsys):
+    """A batch's nbgrader work is done by a second process (grader.classroom.grading.nbgrader_helper): every
+    autograde (the scores above), then every other chapter's feedback pages; the same pages as this process makes.
+    A helper that fails costs no page: its chapters are made here, and stderr says so."""
     root, _ = graded_class
     course_root = tmp_path / "course"
     shutil.copytree(root / "course", course_root)
@@ -90,12 +91,33 @@ def test_the_feedback_helpers_pages_are_those_the_grading_process_makes(graded_c
     for fails in ("import sys; sys.exit(3)",  # before its share: this process makes it all
                   "import sys; sys.stdin.read(); print('no gradebook', file=sys.stderr); sys.exit(1)"):
         shutil.rmtree(course_root / "feedback")
-        with FeedbackHelper(course.root, course.db_url) as helper:
+        with NbgraderHelper(course.root, course.db_url) as helper:
             helper.proc.kill()
             helper.proc = subprocess.Popen([sys.executable, "-c", fails], stdin=subprocess.PIPE, stderr=helper.errors)
             feedback_and_export(course, chapters, helper=helper)
         assert feedback_pages(course_root) == pages
-    assert "the feedback helper failed (no gradebook)" in capsys.readouterr().err
+    assert "the nbgrader helper failed (no gradebook)" in capsys.readouterr().err
+
+
+def test_a_helper_that_stops_mid_batch_costs_no_grade(tmp_path, monkeypatch, capsys):
+    chapter = CHAPTERS[1]
+    write_class(tmp_path / "inbox", [chapter])
+    monkeypatch.setattr(batch, "HELPED", 1)  # a helper even for this class of five
+    answered = NbgraderHelper.autograde
+
+    def stops_after_one(self, assignment, student):
+        outcome = answered(self, assignment, student)
+        self.proc.kill()
+        return outcome
+
+    monkeypatch.setattr(NbgraderHelper, "autograde", stops_after_one)
+    autograde_class(tmp_path / "inbox", tmp_path / "course", jobs=2, timeout=60, chapters=[chapter], progress=False)
+    recorded = scores(tmp_path / "course")
+    for student, score in expected_scores(chapter).items():
+        assert recorded[(student, chapter.assignment)] == pytest.approx(score), student
+    assert recorded[("eve", chapter.assignment)] == 0
+    assert len(feedback_pages(tmp_path / "course")) == 5
+    assert "the nbgrader helper stopped" in capsys.readouterr().err
 
 
 def test_regrading_keeps_every_score(graded_class, tmp_path):

@@ -23,6 +23,7 @@ from grader.classroom.grades import export
 from grader.classroom.grades.report import write_report
 from grader.classroom.grades.total import late_policy
 from grader.classroom.grades.written import written
+from grader.classroom.grading import batch
 from grader.classroom.grading.batch import autograde_class
 from grader.classroom.grading.regrade import format_changes, regrade, undo
 from grader.classroom.policy.term import LatePolicy, load_term
@@ -50,7 +51,8 @@ def stamp(folder, moment):
 def graded(tmp_path_factory):
     """ada: the reference as `self_attention (1).ipynb`, 2 days late with a 3-day extension;
     ben: the skeleton as `homework.ipynb`, no submission time; cy: two mistakes, 1.5 days late,
-    with a `-Copy1` duplicate (the reference) beside it; dee: on time; eve: a corrupt notebook."""
+    with a `-Copy1` duplicate (the reference) beside it; dee: on time; eve: a corrupt notebook. Recorded by an
+    nbgrader helper (grader.classroom.grading.nbgrader_helper), as a large class is."""
     root = tmp_path_factory.mktemp("term")
     inbox, course = root / "inbox", root / "course"
     write_class(inbox, [CHAPTER])
@@ -64,8 +66,10 @@ def graded(tmp_path_factory):
     course.mkdir()
     (course / "term.toml").write_text(TERM)
     (course / "extensions.csv").write_text(f"student,chapter,due\nada,02,{DUE + timedelta(days=3):%Y-%m-%dT%H:%M}Z\n")
-    summary = autograde_class(inbox, course, jobs=2, timeout=60, chapters=[CHAPTER], progress=False,
-                              term=load_term(course))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batch, "HELPED", 1)  # nbgrader's autograde in the helper process, the late policy handed over
+        summary = autograde_class(inbox, course, jobs=2, timeout=60, chapters=[CHAPTER], progress=False,
+                                  term=load_term(course))
     return course, summary
 
 

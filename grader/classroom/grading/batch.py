@@ -33,7 +33,7 @@ from grader.classroom.grades.report import save_notes
 from grader.classroom.grades.total import chapter_total, totals
 from grader.classroom.grading import skipping
 from grader.classroom.grading.cluster import DaskPool
-from grader.classroom.grading.feedback_helper import FeedbackHelper
+from grader.classroom.grading.nbgrader_helper import NbgraderHelper
 from grader.classroom.grading.recording import feedback_and_export, nbgrader_api, record, zero_grades
 from grader.classroom.intake.collect import gather
 from grader.classroom.phrasebook import edition_of, phrasebook
@@ -328,14 +328,15 @@ def _chapters_of(submissions: list[Submission]) -> list[Chapter]:
 def grade_all(course: CourseDir, submissions: list[Submission], released: dict, pool: Pool,
               progress: bool = True, rerun_all: bool = False, term=None,
               book: locks.Locks = locks.Locks(), reuse_secrets: bool = False,
-              secret: int | None = None, hold=None) -> None:
+              secret: int | None = None, hold=None, helper=None) -> None:
     """Stage, judge (in parallel, in the sandbox) and record every submission; never stops early.
     `term` (grader.classroom.policy.term.Term): due dates, extensions and the late policy; `book`: the locks recording
     holds on a gradebook other graders share (grader.classroom.locks); `reuse_secrets`: draw the hidden
     inputs from the secrets kept at the last grading (grader.boundary.seeds), as a regrade does; `secret`:
     one for every submission instead (reproducible scores, for tests; else $COURSE_GRADING_SEED if set);
     `hold`: the locks for one short step (staging, recording one submission), when the caller holds none
-    while judging (autograde_with's `judge_unlocked`)."""
+    while judging (autograde_with's `judge_unlocked`); `helper`: a started NbgraderHelper, which runs nbgrader's
+    autograde of each (grader.classroom.grading.nbgrader_helper)."""
     hold = hold or (lambda: contextlib.nullcontext(book))
     with hold():
         for sub in submissions:
@@ -350,14 +351,14 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
         sub.verdict = verdict
         with hold() as held, (held or book).recording(sub.student):
             with one_submission(sub, shown("record the grade of")):
-                return record(course, api, sub)
+                return record(course, api, sub, helper)
             # nbgrader could not record the learner's notebook: the release is recorded instead, a zero
             # with the reason (a row, where zeroing an old one could find none)
             with one_submission(sub, shown("record even a zero for")):
                 sub.verdict, sub.cells = None, job_cells(released[sub.chapter.assignment],
                                                          released[sub.chapter.assignment])
                 _write_staged(course, sub, released[sub.chapter.assignment])
-                return record(course, api, sub)
+                return record(course, api, sub, helper)
             with one_submission(sub, shown("zero the grade of")):
                 zero_grades(course, sub)
 
@@ -460,13 +461,13 @@ def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db
             load_checks(chapters)
             course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
         with contextlib.nullcontext(locks.Locks()) if judge_unlocked else locks.shared(course.db_url) as book, \
-                _feedback_helper(course, chapters) as helper:
+                _nbgrader_helper(course, submissions, term) as helper:
             with short(course.db_url) as held, (held or book).releasing():
                 own_file = root / "gradebook.db"  # a new course directory may start from the cache's (a copy over it)
                 fresh = db_url is None and database_of(course_dir) == f"sqlite:///{own_file}" and not own_file.exists()
                 released = release_all(course, chapters, cached=fresh)
             grade_all(course, submissions, released, pool, progress=progress, rerun_all=rerun_all, term=term,
-                      book=book, hold=(lambda: short(course.db_url)) if judge_unlocked else None)
+                      book=book, hold=(lambda: short(course.db_url)) if judge_unlocked else None, helper=helper)
             with short(course.db_url):
                 feedback_and_export(course, chapters, students=feedback_for, score_only=score_only, helper=helper)
                 late = term.policy if term is not None else None
@@ -476,10 +477,14 @@ def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db
                 return "\n".join([summary(course, chapters, results, late), *notes]), results
 
 
-def _feedback_helper(course: CourseDir, chapters: list[Chapter]):
-    """A process that makes every other chapter's feedback pages at the end, started now so that its imports
-    overlap the judging (grader.classroom.grading.feedback_helper); none for a single chapter."""
-    return FeedbackHelper(course.root, course.db_url) if len(chapters) > 1 else contextlib.nullcontext()
+HELPED = 12  # notebooks from which a batch starts an nbgrader helper (its start: ~1.5 CPU-s; a notebook's nbgrader
+# work: ~0.3)
+
+
+def _nbgrader_helper(course: CourseDir, submissions: list[Submission], term=None):
+    """A second process for the batch's nbgrader work (grader.classroom.grading.nbgrader_helper), started now so
+    that its imports overlap the first judging; none for a handful of notebooks."""
+    return NbgraderHelper(course.root, course.db_url, term) if len(submissions) >= HELPED else contextlib.nullcontext()
 
 
 @contextlib.contextmanager

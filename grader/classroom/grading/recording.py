@@ -531,9 +531,10 @@ def zero_grades(course: CourseDir, submission: Submission) -> None:
         gb.db.commit()
 
 
-def record(course: CourseDir, api, submission: Submission) -> None:
+def record(course: CourseDir, api, submission: Submission, helper=None) -> None:
     """nbgrader's autograde of one staged submission, the verdict standing in for execution; raises
-    BadSubmission with nbgrader's reason when nbgrader could not autograde it."""
+    BadSubmission with nbgrader's reason when nbgrader could not autograde it. `helper`: a started
+    grader.classroom.grading.nbgrader_helper.NbgraderHelper, which runs that autograde in its process."""
     chapter = submission.chapter
     verdict = submission.verdict or Verdict(error=submission.error or shown("not graded"))
     if submission.error:
@@ -541,9 +542,11 @@ def record(course: CourseDir, api, submission: Submission) -> None:
     handed = verdict_file(course.root / VERDICTS, submission.student, chapter.assignment)
     write_verdict(handed, chapter, submission.cells, verdict)  # FillVerdict reads it inside nbgrader's autograde
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's sessions
-            outcome = api.autograde(chapter.assignment, submission.student, force=True, create=True)
+        outcome = helper.autograde(chapter.assignment, submission.student) if helper is not None else None
+        if outcome is None:  # no helper, or it failed: here
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # SQLAlchemy's notes on nbgrader's sessions
+                outcome = api.autograde(chapter.assignment, submission.student, force=True, create=True)
     finally:
         handed.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # the folder goes with its last file
@@ -560,7 +563,7 @@ def feedback_and_export(course: CourseDir, chapters: list[Chapter], students: li
                         score_only: bool = False, helper=None) -> None:
     """nbgrader's generate_feedback for each chapter (for `students` only, when given) and its CSV
     export; `score_only`: the feedback shows scores, not the checks' messages; `helper`: a started
-    grader.classroom.grading.feedback_helper.FeedbackHelper, which makes every other chapter's pages meanwhile."""
+    grader.classroom.grading.nbgrader_helper.NbgraderHelper, which makes every other chapter's pages meanwhile."""
     from nbgrader.api import Gradebook
 
     mine, theirs = list(chapters), []
