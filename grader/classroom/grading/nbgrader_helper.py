@@ -54,7 +54,7 @@ class NbgraderHelper:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-P", "-m", __name__, str(write)], stdin=subprocess.PIPE, stdout=self.errors,
-                stderr=self.errors, cwd=self.course.root, pass_fds=(write,))
+                stderr=self.errors, cwd=self.course.root, pass_fds=(write,), env=_same_grader(os.environ))
             self.answers = os.fdopen(read, "rb")
             self._send({"root": str(self.course.root), "db_url": self.course.db_url, "term": self.term})
         except OSError:  # no helper: the grading process does it all
@@ -133,6 +133,13 @@ class NbgraderHelper:
         if self.answers is not None:
             self.answers.close()
         self.errors.close()
+
+
+def _same_grader(environ) -> dict:
+    """This process's environment, with the folder this grader package was imported from first on the path, so
+    the helper runs the same grader (a checkout, an installed copy) and nothing from its working directory."""
+    home = str(Path(__file__).resolve().parents[3])
+    return {**environ, "PYTHONPATH": os.pathsep.join([home, *filter(None, [environ.get("PYTHONPATH")])])}
 
 
 def main(answers_fd: int) -> int:
