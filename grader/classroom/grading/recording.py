@@ -1,6 +1,7 @@
 """Recording with nbgrader: its autograde with the judge's verdict in place of execution, the
 gradebook's zero for a grading that failed, and feedback HTML and the CSV export (grader.classroom.grading.batch
-calls these in the trusted process, one submission at a time).
+calls these in the trusted process, one submission at a time; a batch of a class hands nbgrader's autograde and
+half the feedback to its helper process, grader.classroom.grading.nbgrader_helper).
 
 `record` hands nbgrader the verdict through a file: it writes the submission's verdict into the course
 directory's `.grader-verdicts/`, which nbgrader's configuration names to `FillVerdict`, the preprocessor
