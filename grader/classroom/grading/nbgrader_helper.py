@@ -31,7 +31,7 @@ from grader.chapters import Chapter, find_chapter
 WAIT = 600  # seconds to wait for the helper's share of the pages before making them here
 
 
-class Gradebook(NamedTuple):
+class Course(NamedTuple):
     """What nbgrader's API needs of a course directory (grader.classroom.grading.recording.nbgrader_api)."""
     root: Path
     db_url: str
@@ -41,7 +41,7 @@ class NbgraderHelper:
     """The helper process, from `start` (the batch begins) to `finish` (its share of the pages is made)."""
 
     def __init__(self, root: Path, db_url: str, term=None):
-        self.course = Gradebook(Path(root), db_url)
+        self.course = Course(Path(root), db_url)
         # the late policy nbgrader's AssignLatePenalties applies (grader.classroom.policy.term.Term.configure)
         self.term = None if term is None else {"policy": asdict(term.policy) if term.policy else None}
         self.proc: subprocess.Popen | None = None
@@ -152,7 +152,7 @@ def main(answers_fd: int) -> int:
     setup = json.loads(sys.stdin.readline() or "null")
     if type(setup) is not dict:
         return 0
-    course = Gradebook(Path(setup["root"]), setup["db_url"])
+    course = Course(Path(setup["root"]), setup["db_url"])
     term = None if setup["term"] is None else Term(policy=LatePolicy(**setup["term"]["policy"])
                                                    if setup["term"]["policy"] else None)
     api = nbgrader_api(course, term)  # nbgrader imported and configured before the first verdict arrives
