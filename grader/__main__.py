@@ -1,3 +1,3 @@
-from grader.cli import main
+from grader.cli import program
 
-raise SystemExit(main())
+program()

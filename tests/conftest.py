@@ -12,7 +12,7 @@ import pytest
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 # What a learner in a class installs next to a release folder (guides/learning-in-a-class.md).
-THIRD_PARTY = ("torch", "matplotlib", "seaborn", "tqdm", "ipywidgets", "ipykernel")
+THIRD_PARTY = ("torch", "matplotlib", "tqdm", "ipywidgets", "ipykernel")
 OURS = ("course", "solutions", "grader")
 
 

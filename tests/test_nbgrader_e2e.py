@@ -2,6 +2,7 @@
 feedback and CSV export; a re-run keeps every score; `grader grade --json` keeps its contract."""
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -133,6 +134,20 @@ def test_regrading_keeps_every_score(graded_class, tmp_path):
     now = seeds.load(root / "course", chapter.assignment)
     assert {"ada", "ben", "cy", "dee"} <= set(kept) and now["ada"] != kept["ada"]  # a fresh draw per autograde
     assert {k: v for k, v in now.items() if k != "ada"} == {k: v for k, v in kept.items() if k != "ada"}
+
+
+def test_grade_of_nothing_a_chapter_names_opens_no_gradebook(tmp_path):
+    """No path is a chapter's notebook: each result says why and the command ends with status 0. No gradebook is
+    opened (nbgrader would create one, shelling out to `alembic`, which a learner's PATH need not hold: this
+    failed with FileNotFoundError)."""
+    missing, notes = tmp_path / "missing.ipynb", tmp_path / "notes.txt"
+    notes.write_text("not a notebook")
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", "--json", str(missing), str(notes)],
+                          capture_output=True, text=True, env={**os.environ, "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads(proc.stdout)
+    assert [r["notebook"] for r in results] == [str(missing), str(notes)]
+    assert all(r["score"] == 0 and "cannot tell which chapter" in r["error"] for r in results)
 
 
 def test_grade_json_contract(tmp_path):

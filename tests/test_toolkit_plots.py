@@ -1,4 +1,4 @@
-"""The toolkit's seaborn plots draw what they are given: heatmaps of attention weights and masks
+"""The toolkit's plots draw what they are given: heatmaps of attention weights and masks
 hold the values cell by cell, and the score distributions draw one curve per entry."""
 import matplotlib.pyplot as plt
 import numpy as np

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import seaborn as sns
 import torch
 
 from course import tr
+from course.toolkit.heatmap import heatmap
 
 
 def neighbour_batch(batch_size: int, seq_len: int, vocab_size: int,
@@ -34,10 +34,9 @@ def show_heads(weights: torch.Tensor, labels: list[str] | None = None, title: st
         axes = axes[0]
     for h, ax in enumerate(axes):
         ticks = labels is not None
-        sns.heatmap(w[h].numpy(), ax=ax, cmap="Reds", vmin=0, vmax=1, cbar=False, square=True,
-                    annot=annotate, fmt=".2f", annot_kws={"fontsize": 6},
-                    xticklabels=labels[:S] if ticks else list(range(S)),
-                    yticklabels=labels[:T] if ticks else list(range(T)))
+        heatmap(ax, w[h].numpy(), cmap="Reds", vmin=0, vmax=1, annotate=annotate, fontsize=6, linewidth=0,
+                xticklabels=labels[:S] if ticks else list(range(S)),
+                yticklabels=labels[:T] if ticks else list(range(T)))
         ax.set_title(tr("head {h}", h=h), fontsize=9)
         ax.set_xlabel(tr("key position"), fontsize=8)
         ax.tick_params(labelsize=7)

@@ -31,8 +31,7 @@ from grader.boundary import confine
 from grader.boundary.forbid import in_sandbox
 from grader.boundary.serve import CellTimeout, Server, alarm
 
-try:  # optional third-party packages the notebooks use: import once here when present
-    import seaborn  # noqa: F401
+try:  # an optional third-party package the notebooks use: import once here when present
     import tqdm.auto  # noqa: F401
 except ImportError:  # pragma: no cover
     pass

@@ -7,6 +7,9 @@ fork server, which imports torch, before this process imports nbgrader.
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import os
 import sys
 
 from grader.cli import (
@@ -46,5 +49,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def program() -> None:
+    """The `grader` command (and `python -m grader`): `main`, then every exit handler as usual, and the process
+    ends without tearing its modules down, which after a grade (torch, nbgrader, the checks) took a second."""
+    status: list = [1]  # an uncaught exception's; its traceback is printed before the exit handlers run
+    atexit.register(_leave, status)  # registered first, so run last
+    try:
+        status[0] = main()
+    except SystemExit as stop:  # argparse: --help, a usage error
+        status[0] = stop.code
+        raise
+    except KeyboardInterrupt:
+        status[0] = 130
+        raise
+    sys.exit(status[0])
+
+
+def _leave(status: list) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: what was written is lost either way
+            stream.flush()
+    code = status[0]
+    os._exit(0 if code is None else code if isinstance(code, int) else 1)  # SystemExit("text") printed it: 1
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    program()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 
 import matplotlib.pyplot as plt
-import seaborn as sns
 import torch
 
 from course import tr
+from course.toolkit.heatmap import heatmap
 
 PAD, BOS, EOS = 0, 1, 2  # special token ids; the symbols of the task are FIRST_SYMBOL, FIRST_SYMBOL + 1, ...
 FIRST_SYMBOL = 3
@@ -108,10 +108,9 @@ def show_mask(mask: torch.Tensor, title: str, ax=None, xlabels=None, ylabels=Non
     if ax is None:
         _, ax = plt.subplots(figsize=(3.4, 3.4))
     T, S = mask.shape
-    sns.heatmap(mask.float().numpy(), ax=ax, cmap="Blues", vmin=-0.25, vmax=1.0, cbar=False, square=True,
-                linewidths=1, linecolor="white",
-                xticklabels=list(xlabels) if xlabels is not None else list(range(S)),
-                yticklabels=list(ylabels) if ylabels is not None else list(range(T)))
+    heatmap(ax, mask.float().numpy(), cmap="Blues", vmin=-0.25, vmax=1.0, linewidth=1,
+            xticklabels=list(xlabels) if xlabels is not None else list(range(S)),
+            yticklabels=list(ylabels) if ylabels is not None else list(range(T)))
     ax.tick_params(labelsize=8)
     ax.tick_params(axis="x", rotation=90)
     ax.tick_params(axis="y", rotation=0)

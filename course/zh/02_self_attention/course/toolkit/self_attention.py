@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import seaborn as sns
+import numpy as np
 import torch
 
 from course import tr
+from course.toolkit.heatmap import heatmap
 
 # Hand-made 4-d embeddings. The four features mean roughly:
 #   [is an animal or person, is an action, describes something, is a function word]
@@ -43,12 +44,10 @@ def show_attention(weights: torch.Tensor, queries: list[str], keys: list[str] | 
                             shape=tuple(w.shape)))
     if ax is None:
         _, ax = plt.subplots(figsize=(0.6 * len(keys) + 2, 0.5 * len(queries) + 1.2))
-    # Masked-out rows of nothing (all -inf) come back as NaN: seaborn leaves those cells blank.
-    sns.heatmap(w.numpy(), ax=ax, cmap="Reds", vmin=0, vmax=max(1e-6, float(w.nan_to_num().max())),
-                annot=annotate, fmt=".2f", annot_kws={"fontsize": 8}, cbar=False, square=True,
-                linewidths=0.5, linecolor="white", xticklabels=keys, yticklabels=queries)
+    # Masked-out rows of nothing (all -inf) come back as NaN: those cells stay blank.
+    heatmap(ax, w.numpy(), cmap="Reds", vmin=0, vmax=max(1e-6, float(w.nan_to_num().max())), annotate=annotate,
+            xticklabels=keys, yticklabels=queries)
     ax.set_xticklabels(keys, rotation=45, ha="right")
-    ax.set_yticklabels(queries, rotation=0)
     ax.set_xlabel(tr("key (attended to)"))
     ax.set_ylabel(tr("query"))
     if title:
@@ -62,14 +61,25 @@ def plot_score_distributions(scores: dict[str, torch.Tensor], ax=None, title: st
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.2))
     for label, values in scores.items():
-        sns.kdeplot(values.detach().cpu().flatten().float().numpy(), ax=ax, label=label, fill=True,
-                    alpha=0.25, linewidth=1.2, cut=0)
+        xs, density = _density(values.detach().cpu().flatten().double().numpy())
+        (line,) = ax.plot(xs, density, label=label, linewidth=1.2)
+        ax.fill_between(xs, density, color=line.get_color(), alpha=0.25, linewidth=0)
     ax.set_xlabel(tr("score"))
     ax.set_ylabel(tr("density"))
     if title:
         ax.set_title(title)
     ax.legend(fontsize=8)
     return ax
+
+
+def _density(values: np.ndarray, points: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """A Gaussian kernel density estimate over the values' own range (Scott's bandwidth)."""
+    n = len(values)
+    bandwidth = max(values.std() * n ** -0.2, 1e-12)
+    xs = np.linspace(values.min(), values.max(), points)
+    sample = values if n <= 5000 else np.random.default_rng(0).choice(values, 5000, replace=False)
+    z = (xs[:, None] - sample[None, :]) / bandwidth  # (points, n)
+    return xs, np.exp(-0.5 * z ** 2).mean(axis=1) / (bandwidth * np.sqrt(2 * np.pi))
 
 
 def plot_against_dk(dims: list[int], curves: dict[str, list[float]], ylabel: str, ax=None,
