@@ -42,7 +42,9 @@ test: setup lint sources
 
 # The class end to end on real servers (JupyterHub, PostgreSQL, a Dask cluster): minutes each, so
 # kept out of `make test`, as are the website's cold build (tests/test_site.py, which runs the 18 reference
-# notebooks), the LTI platform's tests and `make lab` in Chromium (tests/test_browser.py); .ci/run runs both.
+# notebooks), the LTI platform's tests, `make lab` in Chromium (tests/test_browser.py) and the red team's class
+# batches under real time limits (tests/adversarial: the class of attacks, the rush, the stopped clocks: about
+# 5 min of one worker); .ci/run runs both.
 test-integration: sources hub-setup lti-platform-setup
 	$(BIN)/python -m pytest -q -n $(or $(JOBS),2) --dist loadfile -m integration
 

@@ -73,6 +73,7 @@ def graded(tmp_path_factory):
     return root, summary, scores(root / "course"), (seccomp, namespaces)
 
 
+@pytest.mark.integration  # a class batch under real time limits: minutes, so in `make test-integration`
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case_gets_what_honest_code_earns(graded, case):
     root, summary, recorded, available = graded
@@ -88,6 +89,7 @@ def test_case_gets_what_honest_code_earns(graded, case):
         assert notes and case.reason in notes[0], summary
 
 
+@pytest.mark.integration  # a class batch under real time limits: minutes, so in `make test-integration`
 def test_nothing_left_behind(graded):
     root, summary, recorded, _ = graded
     assert not (root / "course" / "planted-by-a-learner.txt").exists()

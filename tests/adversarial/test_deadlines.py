@@ -94,6 +94,7 @@ def test_no_lock_is_held_while_one_learners_child_is_silent():
     assert order == ["honest", "hostile"]
 
 
+@pytest.mark.integration  # a class batch under real time limits: minutes, so in `make test-integration`
 def test_a_learner_who_stops_their_own_clock_delays_no_classmate(tmp_path, monkeypatch):
     """One batch, one worker each: three learners who stop their clock inside a hidden check, and an honest
     classmate. Before, the trusted side waited on each stalled reply holding the lock every grading shares
