@@ -12,6 +12,7 @@ from nbgrader.api import Gradebook
 from grader.authoring import samples
 from grader.boundary.confine import Limits, no_new_processes, private_root
 from grader.classroom.grading.batch import autograde_class
+from tests.adversarial import CLASS_BATCH
 from tests.adversarial.cases import CASES, CHAPTER, FULL, Paths
 
 
@@ -73,7 +74,7 @@ def graded(tmp_path_factory):
     return root, summary, scores(root / "course"), (seccomp, namespaces)
 
 
-@pytest.mark.integration  # a class batch under real time limits: minutes, so in `make test-integration`
+@CLASS_BATCH
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case_gets_what_honest_code_earns(graded, case):
     root, summary, recorded, available = graded
@@ -89,7 +90,7 @@ def test_case_gets_what_honest_code_earns(graded, case):
         assert notes and case.reason in notes[0], summary
 
 
-@pytest.mark.integration  # a class batch under real time limits: minutes, so in `make test-integration`
+@CLASS_BATCH
 def test_nothing_left_behind(graded):
     root, summary, recorded, _ = graded
     assert not (root / "course" / "planted-by-a-learner.txt").exists()

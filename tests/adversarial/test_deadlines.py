@@ -15,6 +15,7 @@ from grader.boundary.pool import Pool
 from grader.boundary.proxy import Session, turn
 from grader.boundary.wire import Codec, Endpoint, Lost, Overtime
 from grader.classroom.grading.batch import grade_paths
+from tests.adversarial import CLASS_BATCH
 from tests.adversarial.cases import FULL, STALLS, notebook, stalling
 
 
@@ -94,7 +95,7 @@ def test_no_lock_is_held_while_one_learners_child_is_silent():
     assert order == ["honest", "hostile"]
 
 
-@pytest.mark.integration  # a class batch under real time limits: minutes, so in `make test-integration`
+@CLASS_BATCH
 def test_a_learner_who_stops_their_own_clock_delays_no_classmate(tmp_path, monkeypatch):
     """One batch, one worker each: three learners who stop their clock inside a hidden check, and an honest
     classmate. Before, the trusted side waited on each stalled reply holding the lock every grading shares

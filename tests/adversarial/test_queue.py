@@ -20,6 +20,7 @@ from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom.ledger import FAILED, GRADED, GRADING, HELD, QUEUED, REFUSED, SUPERSEDED, Entry
 from grader.classroom.onsubmit.service import Service
 from grader.coursedir import COURSE_ID
+from tests.adversarial import CLASS_BATCH
 from tests.test_onsubmit import course
 
 CHAPTER = find_chapter("02")
@@ -283,7 +284,7 @@ def test_every_chapter_at_once_counts_against_one_learners_rate(tmp_path):
     assert statuses.count(QUEUED) == 3 and statuses.count(REFUSED) == len(CHAPTERS) - 3
 
 
-@pytest.mark.integration  # a class batch under real time limits: minutes, so in `make test-integration`
+@CLASS_BATCH
 def test_a_notebook_that_sleeps_is_stopped_at_the_chapters_limit_and_the_classmate_graded(tmp_path, pool):
     root, exchange = course(tmp_path, "time_limit_seconds = 15")
     slow = samples.reference(CHAPTER)
@@ -371,7 +372,7 @@ def first(log, entry_id: str, statuses) -> float:
     return min((when for when, _, e, status in log if e == entry_id and status in statuses), default=float("inf"))
 
 
-@pytest.mark.integration  # a class batch under real time limits: minutes, so in `make test-integration`
+@CLASS_BATCH
 def test_a_slow_notebook_at_the_head_of_a_rush_delays_no_classmate(rush):
     service, log, ids = rush
     slow_ended = first(log, ids["sleeper"], (GRADED, FAILED))
@@ -383,7 +384,7 @@ def test_a_slow_notebook_at_the_head_of_a_rush_delays_no_classmate(rush):
     assert mallory.status == FAILED and f"{LIMIT} s limit" in mallory.reason and mallory.time_limit == LIMIT
 
 
-@pytest.mark.integration  # a class batch under real time limits: minutes, so in `make test-integration`
+@CLASS_BATCH
 def test_a_notebook_flooding_its_output_delays_no_classmate(rush):
     service, log, ids = rush
     flood_ended = first(log, ids["flooder"], (GRADED, FAILED))
@@ -393,7 +394,7 @@ def test_a_notebook_flooding_its_output_delays_no_classmate(rush):
     assert oscar.status == FAILED and f"{LIMIT} s limit" in oscar.reason
 
 
-@pytest.mark.integration  # a class batch under real time limits: minutes, so in `make test-integration`
+@CLASS_BATCH
 def test_a_learner_submitting_many_times_quickly_has_one_attempt_in_flight_and_delays_no_one(rush):
     service, log, ids = rush
     grading, most = set(), 0  # mallory's entries being graded at once, replayed from the log
