@@ -8,7 +8,7 @@ import pytest
 
 from grader.authoring import samples
 from grader.boundary.unit import Verdict
-from grader.chapters import CHAPTERS, find_chapter
+from grader.chapters import CHAPTERS, LANGUAGES, find_chapter, is_answer_cell, is_test_cell
 from grader.classroom.grading import skipping
 from grader.classroom.grading.batch import grade_paths, job_cells
 from grader.classroom.grading.recording import fill
@@ -25,6 +25,19 @@ def test_unsafe_cells_always_run():
                    "exec('y = 1')", "get_ipython().ast_transformers.clear()"):
         assert skipping.facts(source).unsafe, source
     assert skipping.facts("x = torch.randn(3)\nplot(f, x)\nprint(x.sum())").unsafe is None
+
+
+EDITIONS = CHAPTERS + [c.edition(lang) for lang in LANGUAGES for c in CHAPTERS]  # English, then the others
+
+
+@pytest.mark.parametrize("chapter", EDITIONS, ids=[f"{c.lang}-{c.assignment}" for c in EDITIONS])
+def test_no_course_cell_runs_in_every_grading(chapter):
+    """A course cell that uses `open`, `globals` or the like always runs, and so does every cell it reads: 09's
+    ablation cell made each grading of 09 rerun nine demo and training cells (3.4 s). The chapters have none."""
+    nb = nbformat.read(chapter.course_notebook, as_version=4)
+    unsafe = [(i, skipping.facts(cell.source).unsafe) for i, cell in enumerate(nb.cells)
+              if cell.cell_type == "code" and not is_answer_cell(cell) and not is_test_cell(cell)]
+    assert [(i, why) for i, why in unsafe if why] == []
 
 
 def test_free_names_of_function_bodies_are_read_later():

@@ -28,10 +28,10 @@ def heatmap(ax, values, *, cmap: str, vmin: float, vmax: float, xticklabels, yti
     for spine in ax.spines.values():
         spine.set_visible(False)
     if annotate:
-        colours = mesh.cmap(mesh.norm(grid))
+        colours, blank = mesh.cmap(mesh.norm(grid)), np.ma.getmaskarray(grid)
         for t in range(T):
             for s in range(S):
-                if grid.mask is not np.ma.nomask and grid.mask[t, s]:
+                if blank[t, s]:
                     continue
                 r, g, b, _ = colours[t, s]
                 ink = "white" if 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.5 else "black"
