@@ -1,11 +1,12 @@
 """Trusted side: the fork server the pool's children are forked from, started, kept and stopped here.
 
 The fork server imports the child's modules once (`PRELOAD`: torch, IPython and matplotlib, never the
-hidden specs, the answers or the course package) and builds the IPython shell before any learner's code
-runs, so a child starts in milliseconds and nothing of one learner's run is in the next one's. It starts
-with only `server_environment` of the grader's environment, so no child inherits a secret (a database URL,
-a token), and never implicitly: every path that may fork calls `start` first. A command that has finished
-grading calls `stop`. Each child runs `run_child`, the child's entry point (grader.boundary.child.run).
+hidden specs, the answers or the course package), builds the IPython shell before any learner's code
+runs and freezes its heap (grader.boundary.heap), so a child starts in milliseconds and nothing of one
+learner's run is in the next one's. It starts with only `server_environment` of the grader's environment,
+so no child inherits a secret (a database URL, a token), and never implicitly: every path that may fork
+calls `start` first. A command that has finished grading calls `stop`. Each child runs `run_child`, the
+child's entry point (grader.boundary.child.run).
 """
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from multiprocessing import forkserver
 from pathlib import Path
 
 CHILD = "grader.boundary.child"  # the child's side: confine, run the cells, serve the checks' calls
-# what the fork server imports once: the child's modules, then the IPython shell every child inherits
-PRELOAD = [CHILD, "grader.boundary.shell_preload"]
+# what the fork server imports once: the child's modules and the IPython shell every child inherits (the
+# child's module again, should the shell's fail)
+PRELOAD = ["grader.boundary.shell_preload", CHILD]
 
 # what the fork server's environment keeps of the grader's: no password, token or database URL
 SERVER_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME", "MPLCONFIGDIR",

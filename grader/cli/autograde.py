@@ -1,7 +1,7 @@
 """`grader autograde`: a class (one folder per learner, or an LMS download) graded into a gradebook."""
 from __future__ import annotations
 
-from grader.boundary import forkserver
+from grader.boundary import forkserver, heap
 from grader.cli.common import class_options, limits, ready_sources, sandbox_options
 
 HELP = "grade a class (one folder per student, or an LMS download) into a gradebook"
@@ -22,6 +22,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    heap.defer()  # until the imports are done (grader.boundary.heap)
     from grader.classroom.policy.term import load_term  # lazy: start-up
 
     term = load_term(args.course_dir, args.term, args.submitted_at)  # a bad term file stops before grading

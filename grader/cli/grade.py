@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from grader.boundary import forkserver
+from grader.boundary import forkserver, heap
 from grader.cli.common import limits, ready_sources, sandbox_options
 
 HELP = "grade submitted notebooks offline"
@@ -17,6 +17,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    heap.defer()  # until the imports are done (grader.boundary.heap)
     forkserver.start()  # it imports torch while this process checks the sources and imports nbgrader
     ready_sources()
     from grader.classroom.grading.batch import format_table, grade_paths  # lazy: start-up

@@ -1,7 +1,7 @@
 """`grader regrade`: a chapter graded again for the class (old -> new per learner), or the last regrade undone."""
 from __future__ import annotations
 
-from grader.boundary import forkserver
+from grader.boundary import forkserver, heap
 from grader.chapters import find_chapter
 from grader.cli.common import class_options, limits, ready_sources, sandbox_options
 
@@ -31,6 +31,7 @@ def run(args) -> int:
     from grader.classroom.policy.term import load_term  # lazy: start-up
 
     term = load_term(args.course_dir, args.term)
+    heap.defer()  # until the imports are done (grader.boundary.heap)
     forkserver.start()
     try:
         rows = regrade(args.course_dir, chapter, term=term, never_lower=args.never_lower, jobs=args.jobs,

@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-from grader.boundary import forkserver
+from grader.boundary import forkserver, heap
 from grader.classroom.onsubmit import servicelock  # os, fcntl and ctypes only
 from grader.cli.common import CHECK_OWNER_HELP, exchange_option, limits, ready_sources, sandbox_options
 
@@ -44,10 +44,13 @@ def run(args) -> int:
         return 1
     load_term(args.course_dir)  # a bad term.toml stops the service before it grades anything
     ready_sources()  # built once: after a `git pull`, run `grader build` and restart the service
+    heap.defer()  # until the imports are done (grader.boundary.heap)
     forkserver.start()
     from grader.classroom.grading.batch import _pool  # lazy: start-up
     from grader.classroom.onsubmit.service import Service  # lazy: start-up
     from grader.classroom.onsubmit.web import serve  # lazy: start-up (jupyterhub, tornado)
+
+    heap.settle()
 
     with _pool(args.scheduler, args.jobs, args.timeout, limits(args)) as pool:
         pool.start()

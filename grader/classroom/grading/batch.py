@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.boundary import seeds
+from grader.boundary import heap, seeds
 from grader.boundary.confine import Limits
 from grader.boundary.pool import Pool, load_checks
 from grader.boundary.score import FAILED, LIKELY_MISTAKE, NO_CREDIT, points, shown
@@ -373,6 +373,7 @@ def grade_all(course: CourseDir, submissions: list[Submission], released: dict, 
     drawn = seeds.for_submissions(course.root, judged, reuse_secrets) if secret is None else {}
     jobs = [Job(s.key, s.chapter, s.cells, course.root / "release" / s.chapter.assignment, drawn.get(s.key, secret))
             for s in judged]
+    heap.settle()  # a grading command's imports are done (nbgrader, the checks): its heap is frozen
     pool.judge_all(jobs, progress=progress, done=lambda job, verdict: recorded(by_key[job.key], verdict))
     with hold():
         save_notes(course, submissions)
