@@ -234,6 +234,15 @@ def fix_dropout(module: torch.nn.Module) -> torch.nn.Module:
     return standins.fix_dropout(module)
 
 
+def on_default_device(default: str, fn, *args, **kwargs) -> Any:
+    """`fn(*args, **kwargs)` with `default` as torch's default device where the learner's code runs (in the
+    sandboxed child, where `fn` is a learner object there): a tensor made without `device=` lands on it."""
+    if hasattr(type(fn), "_grader_call_on"):
+        return fn._grader_call_on(default, args, kwargs)
+    with torch.device(default):
+        return fn(*args, **kwargs)
+
+
 def assert_pair(result: Any, what: str = "result") -> tuple[Any, Any]:
     """Attention functions return (output, weights)."""
     if not isinstance(result, tuple) or len(result) != 2:

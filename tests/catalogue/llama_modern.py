@@ -534,6 +534,14 @@ def sliding_window_mask(T, window, device=None):
     d = t[:, None] - t[None, :]
     return (d >= 0) & (d < window)
 '''),
+    Variant("sliding_window_mask", "makes its positions on device but the causal band on the default device", '''
+def sliding_window_mask(T, window, device=None):
+    if T < 1 or window < 1:
+        raise ValueError("T and window must be at least 1")
+    band = torch.ones(T, T, dtype=torch.bool).tril()
+    t = torch.arange(T, device=device)
+    return band & (t[:, None] - t[None, :] < window)
+'''),
     Variant("RMSNorm", "calls F.rms_norm", _RMS_INIT + '''
     def forward(self, x):
         if x.shape[-1] != self.weight.shape[0]:

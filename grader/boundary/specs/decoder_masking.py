@@ -823,13 +823,18 @@ def _(fn):
     assert_number(fn(400, 64, 100) / fn(100, 64, 100), 0.5, "lr(400) / lr(100)")
 
 
-@noam_learning_rate.check("the maximum over steps 1..600 is at step == warmup_steps (warmup 250)")
+@noam_learning_rate.check("the rate rises until step == warmup_steps and falls after it (warmup 250, steps 1..600)")
 def _(fn):
-    rates = [float(fn(s, 128, 250)) for s in range(1, 601)]
-    best = max(range(600), key=rates.__getitem__) + 1
+    steps = [1, 60, 120, 180, *range(240, 261), 320, 400, 500, 600]  # every step near the peak
+    rates = [float(fn(s, 128, 250)) for s in steps]
+    best = steps[max(range(len(steps)), key=rates.__getitem__)]
     if best != 250:
         raise AssertionError(f"the rate peaks at step {best}, expected at warmup_steps=250")
-    assert_number(rates[249], noam_oracle(250, 128, 250), "noam_learning_rate(250, 128, 250)")
+    for (s, a), (t, b) in zip(zip(steps, rates), zip(steps[1:], rates[1:])):
+        if (a >= b) if t <= 250 else (a <= b):
+            raise AssertionError(f"the rate should rise until step 250 and fall after it; from step {s} to step {t} "
+                                 f"it goes from {a:.6g} to {b:.6g}")
+    assert_number(rates[steps.index(250)], noam_oracle(250, 128, 250), "noam_learning_rate(250, 128, 250)")
 
 
 @noam_learning_rate.check("factor multiplies the whole schedule")
