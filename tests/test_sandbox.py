@@ -95,6 +95,34 @@ print(sorted(n for n in ('secret_answer', 'planted') if n in ip.user_ns), ip.aut
     assert printed(second, 1) == "None\n"
 
 
+def test_a_child_inherits_a_frozen_heap_and_the_collector_as_usual(tmp_path):
+    """The fork server imports torch, IPython and matplotlib with the collector's full passes held off, then
+    freezes its heap (grader.boundary.heap): a full pass in a child scans the learner's objects, not the
+    modules' million, and the thresholds are torch-free Python's again, so the learner's cycles are collected."""
+    release = tmp_path / "release"
+    release.mkdir()
+    source = "import gc\nprint(gc.get_freeze_count() > 100_000, gc.get_threshold() == (700, 10, 10))"
+    with Pool(jobs=1, timeout=10, limits=Limits(memory_mb=1024)) as pool:
+        verdict = pool.judge(Job("ann/02", CHAPTER, [{"kind": "code", "source": source}], release))
+    assert printed(verdict) == "True True\n"
+
+
+def test_the_grading_process_holds_full_passes_off_until_its_imports_are_done():
+    """grader.boundary.heap in a process of its own: no full pass between defer and settle, then the
+    imported modules frozen and the thresholds as they were; settle without defer changes nothing."""
+    code = """import gc
+from grader.boundary import heap
+heap.settle()
+untouched = gc.get_freeze_count() == 0
+heap.defer()
+deferred = gc.get_threshold()[2] > 10 ** 6
+import email.mime.multipart, json.decoder
+heap.settle()
+print(untouched, deferred, gc.get_freeze_count() > 1000, gc.get_threshold() == (700, 10, 10))"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "True True True True\n"
+
+
 @needs_namespaces
 def test_the_child_cannot_signal_the_grader_or_anything_else(tmp_path):
     # Signal 0 asks only whether a signal could be delivered. Never a real signal to -1 here: in a
