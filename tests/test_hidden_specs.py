@@ -10,12 +10,14 @@ A graded notebook's hidden inputs come from a secret drawn for it (grader.bounda
 judged path uses one here, the in-kernel path the seeds as written, and every verdict must hold
 under other secrets too (test_verdicts_hold_under_other_secrets)."""
 import importlib
+import subprocess
+import sys
 
 import pytest
 
 from grader.boundary.runner import evaluate
 from grader.boundary.specs import exercises
-from grader.chapters import CHAPTERS
+from grader.chapters import CHAPTERS, REPO
 from grader.classroom.phrasebook import phrasebook
 from tests.helpers import english_left, evaluate_in_child, reference_namespace, run_source, skeleton_namespace
 
@@ -119,3 +121,27 @@ def test_catalogue_is_large_enough(chapter):
     module = catalogue(chapter)
     assert len(module.WRONG) >= 8 and len(module.CORRECT) >= 2
     assert {v.exercise for v in module.WRONG} <= set(exercises(chapter.name))
+
+
+def test_no_check_imports_torchs_symbolic_shapes():
+    """An oracle that checks a shape through torch._check (torch.broadcast_shapes, nn.MultiheadAttention's
+    key_padding_mask, a meta tensor's first use) imports torch's symbolic shapes and sympy: half a CPU-second of
+    a grading process. Every chapter's checks on its reference, in a process of their own, and none imports it."""
+    code = """import sys
+from grader.boundary.runner import evaluate
+from grader.boundary.specs import exercises
+from grader.chapters import CHAPTERS
+from tests.helpers import reference_namespace
+for chapter in CHAPTERS:
+    namespace = reference_namespace(chapter)
+    for exercise in exercises(chapter.name).values():
+        evaluate(exercise, namespace, secret=0)
+        if "torch.fx.experimental.symbolic_shapes" in sys.modules:
+            print(chapter.number, exercise.name)
+            break
+    else:
+        continue
+    break
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert done.stdout == "", f"the checks of {done.stdout.strip()} import torch's symbolic shapes"

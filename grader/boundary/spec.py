@@ -243,6 +243,16 @@ def on_default_device(default: str, fn, *args, **kwargs) -> Any:
         return fn(*args, **kwargs)
 
 
+def blocked(pad: torch.Tensor, heads: int, queries: int, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """A (B*heads, queries, S) attn_mask for torch's attention layers (True = blocked), an oracle's: the padded
+    keys `pad` (B, S), and `mask` (queries, S) where given. Torch's key_padding_mask means the same, but
+    checking its shape imports torch's symbolic shapes (sympy: half a CPU-second of the grading process)."""
+    out = pad[:, None, None, :].expand(-1, heads, queries, -1)
+    if mask is not None:
+        out = out | mask
+    return out.reshape(-1, queries, pad.shape[1])
+
+
 def assert_pair(result: Any, what: str = "result") -> tuple[Any, Any]:
     """Attention functions return (output, weights)."""
     if not isinstance(result, tuple) or len(result) != 2:

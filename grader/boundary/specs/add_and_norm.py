@@ -23,6 +23,7 @@ from grader.boundary.spec import (
     Exercise,
     assert_raises_value_error,
     assert_tensor,
+    blocked,
     changed_in_place,  # in-place changes are judged by the in-place rule only
     fix_dropout,
     manual_seed,
@@ -167,7 +168,7 @@ def compare_layer(cls, d, h, d_ff, norm_first, seed, x, mask=None, padding=None,
     load(layer, our_names(oracle))
     if padding is not None:  # ours (B, 1, 1, S) True = keep; theirs (B, S) True = padding
         out = layer(x, padding)
-        want = oracle(x, src_key_padding_mask=~padding.view(x.shape[0], -1))
+        want = oracle(x, src_mask=blocked(~padding.view(x.shape[0], -1), h, x.shape[1]))
     else:
         out = layer(x) if mask is None else layer(x, mask)
         want = oracle(x) if mask is None else oracle(x, src_mask=~mask)

@@ -24,6 +24,7 @@ from grader.boundary.spec import (
     FixedDropout,
     assert_raises_value_error,
     assert_tensor,
+    blocked,
     changed_in_place,  # in-place changes are judged by the in-place rule only
     documented_shapes,
     fix_dropout,
@@ -724,13 +725,13 @@ def loaded_bert(cls, seed, dropout=0.0, scale=1.0, norm_scale=1.0):
 def bert_oracle(state, input_ids, segment_ids, attention_mask=None, num_layers=BN_, num_heads=BH_):
     """(hidden (B, T, D), mlm_logits, nsp_logits) from torch layers holding the same weights."""
     x = embeddings_oracle(state, input_ids, segment_ids, prefix="embeddings.")
-    D = x.shape[-1]
-    blocked = None if attention_mask is None else ~attention_mask.bool()  # torch: True = may NOT attend
+    B, T, D = x.shape
+    pad = None if attention_mask is None else blocked(~attention_mask.bool(), num_heads, T)  # True = may NOT attend
     for i in range(num_layers):
         p = f"layers.{i}."
         attn = nn.MultiheadAttention(D, num_heads, batch_first=True)
         load_torch_attention(attn, state, p + "self_attn")
-        a = attn.eval()(x, x, x, key_padding_mask=blocked, need_weights=False)[0]
+        a = attn.eval()(x, x, x, attn_mask=pad, need_weights=False)[0]
         x = F.layer_norm(x + a, (D,), state[p + "norm1.weight"], state[p + "norm1.bias"], eps=EPS)
         h = gelu_oracle(F.linear(x, state[p + "ffn.linear1.weight"], state[p + "ffn.linear1.bias"]))
         h = F.linear(h, state[p + "ffn.linear2.weight"], state[p + "ffn.linear2.bias"])

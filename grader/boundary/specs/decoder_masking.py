@@ -22,6 +22,7 @@ from grader.boundary.spec import (
     Exercise,
     assert_raises_value_error,
     assert_tensor,
+    blocked,
     changed_in_place,  # in-place changes are judged by the in-place rule only
     fix_dropout,
     load_torch_attention,
@@ -115,16 +116,6 @@ def torch_encoder_layer(state: dict, d_model, num_heads, d_ff, prefix) -> nn.Tra
     load_torch_attention(layer.self_attn, state, prefix + "self_attn")
     _copy_rest(layer, state, prefix, norms=2)
     return layer.eval()
-
-
-def blocked(pad, heads, queries, mask=None):
-    """A (B*heads, queries, S) attn_mask for torch's layers (True = blocked): the padded keys `pad` (B, S), and
-    `mask` (queries, S) where given. Torch's key_padding_mask means the same, but checking its shape imports
-    torch's symbolic shapes (sympy: half a CPU-second of the grading process, at chapter 06's first check)."""
-    out = pad[:, None, None, :].expand(-1, heads, queries, -1)
-    if mask is not None:
-        out = out | mask
-    return out.reshape(-1, queries, pad.shape[1])
 
 
 def sinusoid_table(max_len, d_model):
