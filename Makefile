@@ -108,7 +108,7 @@ release: sources
 # fresh build runs all 18 notebooks (SITE_JOBS at a time, default 2), the Chinese ones putting the English
 # runs' trainings in place (grader.website.share): 280-350 CPU-s, 5-6 min on 2 loaded cores, about 3 on 2
 # quiet ones (benchmarks/website.py); a rebuild runs only what changed.
-site: setup
+site: sources  # the reference runs execute the built source notebooks
 	$(BIN)/python -m grader.website
 
 clean:
