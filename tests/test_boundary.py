@@ -5,8 +5,7 @@ in a forked child (tests.helpers.evaluate_in_child) and reports what got through
 import torch
 import torch.nn as nn
 
-from grader.boundary import runner
-from grader.boundary.spec import Exercise, changed_in_place, on_default_device
+from grader.boundary.spec import Exercise, changed_in_place
 from tests.helpers import evaluate_in_child
 
 ATTACKS = '''
@@ -118,22 +117,3 @@ def test_the_child_gets_only_the_operations_served_and_plain_data():
     assert outcome["got"] == []
     assert outcome["kept"]  # the check's tensor, parameter and generator as they were; the mode switched
     assert outcome["recorded"] == (True, True)
-
-
-def test_a_check_sets_the_default_device_where_the_learner_code_runs():
-    """grader.boundary.spec.on_default_device: one call of the learner's code runs with the check's default
-    device (a tensor made without device= lands there), in the sandboxed child as in the kernel; the
-    next call is back on the cpu."""
-    exercise = Exercise("where", 1)
-    seen = []
-
-    @exercise.check("each call's tensors")
-    def _(fn):
-        seen.append((on_default_device("meta", fn, torch.device("cpu")), fn(None)))
-
-    namespace: dict = {"torch": torch}
-    exec("def where(device):\n"
-         "    return torch.zeros(2).device.type + '/' + torch.zeros(2, device=device).device.type", namespace)
-    for result in (evaluate_in_child(exercise, namespace), runner.evaluate(exercise, namespace)):
-        assert not result.failed and result.zero_reason is None, result.report()
-    assert seen == [("meta/cpu", "cpu/cpu")] * 2

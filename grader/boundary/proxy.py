@@ -157,9 +157,6 @@ class Remote:
     def _grader_fix_dropout(self) -> None:
         self._session.request("fix_dropout", self)
 
-    def _grader_call_on(self, default: str, args: tuple, kwargs: dict):
-        return self._session.call(self, args, kwargs, default=default)
-
     def __reduce_ex__(self, protocol):  # copy.deepcopy would copy the session's pipe, whose copy closes it
         raise TypeError("a learner object cannot be copied or pickled where the checks run")
 
@@ -256,11 +253,8 @@ class Session(StandInHost):
             self.lost = Lost(str(err))
             raise
 
-    def call(self, target, args: tuple, kwargs: dict, default: str | None = None):
-        """The learner's `target(*args, **kwargs)`, run in the child with this side's grad mode and random
-        state, and `default` as torch's default device (grader.boundary.spec.on_default_device)."""
-        reply = self.request("call", target, list(args), dict(kwargs), torch.is_grad_enabled(), torch.get_rng_state(),
-                             default)
+    def call(self, target, args: tuple, kwargs: dict):
+        reply = self.request("call", target, list(args), dict(kwargs), torch.is_grad_enabled(), torch.get_rng_state())
         torch.set_rng_state(reply["rng"])
         now = self.apply_changes(reply["changed"])
         for where, value in reply["edited"]:  # a list or dict argument the learner's code edited in place

@@ -10,7 +10,6 @@ process; the learner's namespace holds stubs that call back (grader.boundary.sta
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import signal
 import warnings
@@ -210,13 +209,11 @@ class Server:
         return calls
 
     # ---------------------------------------------------------------- operations on learner objects
-    def op_call(self, snapshots, target, args: list, kwargs: dict, grad: bool, rng: torch.Tensor,
-                default: str | None = None):
+    def op_call(self, snapshots, target, args: list, kwargs: dict, grad: bool, rng: torch.Tensor):
         torch.set_rng_state(rng)
         containers = [(where, c, list(c.items()) if type(c) is dict else list(c))
                       for where, c in [*enumerate(args), *kwargs.items()] if type(c) in (list, dict)]
-        on_default = torch.device(default) if type(default) is str else contextlib.nullcontext()
-        with torch.set_grad_enabled(grad), on_default:
+        with torch.set_grad_enabled(grad):
             value = target(*args, **kwargs)
         edited = [[where, c] for where, c, before in containers
                   if len(c) != len(before)

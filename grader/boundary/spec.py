@@ -234,15 +234,6 @@ def fix_dropout(module: torch.nn.Module) -> torch.nn.Module:
     return standins.fix_dropout(module)
 
 
-def on_default_device(default: str, fn, *args, **kwargs) -> Any:
-    """`fn(*args, **kwargs)` with `default` as torch's default device where the learner's code runs (in the
-    sandboxed child, where `fn` is a learner object there): a tensor made without `device=` lands on it."""
-    if hasattr(type(fn), "_grader_call_on"):
-        return fn._grader_call_on(default, args, kwargs)
-    with torch.device(default):
-        return fn(*args, **kwargs)
-
-
 def blocked(pad: torch.Tensor, heads: int, queries: int, mask: torch.Tensor | None = None) -> torch.Tensor:
     """A (B*heads, queries, S) attn_mask for torch's attention layers (True = blocked), an oracle's: the padded
     keys `pad` (B, S), and `mask` (queries, S) where given. Torch's key_padding_mask means the same, but

@@ -534,6 +534,14 @@ def sliding_window_mask(T, window, device=None):
     d = t[:, None] - t[None, :]
     return (d >= 0) & (d < window)
 '''),
+    Variant("sliding_window_mask", "makes its mask on the cpu whatever device it is given", '''
+def sliding_window_mask(T, window, device=None):
+    if T < 1 or window < 1:
+        raise ValueError("T and window must be at least 1")
+    t = torch.arange(T, device="cpu")
+    d = t[:, None] - t[None, :]
+    return (d >= 0) & (d < window)
+'''),
     Variant("sliding_window_mask", "makes its positions on device but the causal band on the default device", '''
 def sliding_window_mask(T, window, device=None):
     if T < 1 or window < 1:
