@@ -10,6 +10,7 @@ from tests.helpers import evaluate_in_child
 
 ATTACKS = '''
 import gc
+gc.unfreeze()  # the fork server froze its heap (grader.boundary.heap): gc.get_objects skips it until thawed
 
 def _endpoint():
     return next(o for o in gc.get_objects()

@@ -18,6 +18,7 @@ REFERENCE_SOFTMAX = ANSWERS["softmax"].replace("def softmax(", "def _reference_s
 # The child's end of the conversation with the grader, found the way learner code could find it.
 FIND_ENDPOINT = """
 import gc
+gc.unfreeze()  # the fork server froze its heap (grader.boundary.heap): gc.get_objects skips it until thawed
 def _endpoint(x):
     return next(o for o in gc.get_objects() if type(o).__name__ == 'Endpoint' and id(x) in o.codec.foreign)
 """

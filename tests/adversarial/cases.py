@@ -138,6 +138,7 @@ SKELETON = {"softmax": None, "scaled_dot_product_attention": None, "SelfAttentio
 # Stage 1 ran the checks in the learner's process: these two scored 8 / 8 with no answer at all.
 PATCH_CHECKS = """
 import gc
+gc.unfreeze()  # the fork server froze its heap (grader.boundary.heap): gc.get_objects skips it until thawed
 for o in gc.get_objects():
     if type(o).__name__ in ('Check', 'Exercise'):
         try:
@@ -148,6 +149,7 @@ for o in gc.get_objects():
 """
 FORGE_VERDICTS = """
 import gc, json
+gc.unfreeze()  # the fork server froze its heap (grader.boundary.heap): gc.get_objects skips it until thawed
 from multiprocessing.connection import Connection
 for o in gc.get_objects():
     if isinstance(o, Connection):
@@ -222,6 +224,7 @@ CASES = [
     Case("forge-verdicts-on-the-pipe", cells(answers=SKELETON, start=FORGE_VERDICTS), 0.0),
     Case("probe-answers-in-memory", probe("""
         import gc
+        gc.unfreeze()
         assert any(str(getattr(o, '__module__', '')).startswith(('solutions.self_attention', 'grader.boundary.specs'))
                    for o in gc.get_objects() if callable(o))"""), 6.0),
     Case("correct-answer-saying-solutions", cells(answers={"softmax": TWO_WAYS}), FULL),
