@@ -20,11 +20,11 @@ import pytest
 from grader.authoring import samples
 from grader.boundary import memcg
 from grader.boundary.confine import Limits, clean_environment, no_new_processes
-from grader.boundary.forkserver import server_environment
+from grader.boundary.forkserver import META_CHAPTERS, needs_meta, server_environment
 from grader.boundary.forkserver import start as start_fork_server
 from grader.boundary.forkserver import stop as stop_fork_server
 from grader.boundary.pool import Job, Pool, Verdict
-from grader.chapters import REPO, find_chapter
+from grader.chapters import CHAPTERS, REPO, find_chapter
 
 CHAPTER = find_chapter("02")
 
@@ -105,6 +105,32 @@ def test_a_child_inherits_a_frozen_heap_and_the_collector_as_usual(tmp_path):
     with Pool(jobs=1, timeout=10, limits=Limits(memory_mb=1024)) as pool:
         verdict = pool.judge(Job("ann/02", CHAPTER, [{"kind": "code", "source": source}], release))
     assert printed(verdict) == "True True\n"
+
+
+def test_a_child_finds_the_meta_kernels_imports_made_unless_its_command_said_no(tmp_path):
+    """Chapter 09's checks call the learner's code on the meta device, whose first call imports torch._dynamo
+    (1.3 s): the fork server makes one such call (grader.boundary.meta_warmup), except for `grader grade` of
+    notebooks of no chapter that needs it (start(meta=False))."""
+    release = tmp_path / "release"
+    release.mkdir()
+    cells = [{"kind": "code", "source": "import sys\nprint('torch._dynamo' in sys.modules)"}]
+    found = {}
+    for meta in (False, True):
+        stop_fork_server()
+        start_fork_server(meta=meta)
+        with Pool(jobs=1, timeout=10, limits=Limits(memory_mb=1024)) as pool:
+            found[meta] = printed(pool.judge(Job("ann/02", CHAPTER, cells, release)))
+    assert found == {False: "False\n", True: "True\n"}
+
+
+def test_the_meta_warm_up_is_for_the_chapters_whose_checks_use_the_meta_device():
+    uses_meta = {c.name for c in CHAPTERS
+                 if "meta" in (REPO / "grader" / "boundary" / "specs" / f"{c.name}.py").read_text()}
+    assert uses_meta == set(META_CHAPTERS)
+    assert not needs_meta(["ann/gpt_generation.ipynb", "self_attention.ipynb"])
+    assert needs_meta(["ann/gpt_generation.ipynb", "ben/llama_modern.ipynb"])
+    assert needs_meta(["llama_modern-Copy1.ipynb"])  # told by its cells later: it may be 09's
+    assert not needs_meta(["ann/self_attention.ipynb", "ann/Untitled.ipynb"], unknown=False)  # a class's strays
 
 
 def test_the_grading_process_holds_full_passes_off_until_its_imports_are_done():

@@ -22,6 +22,10 @@ CHILD = "grader.boundary.child"  # the child's side: confine, run the cells, ser
 # what the fork server imports once: the child's modules and the IPython shell every child inherits (the
 # child's module again, should the shell's fail)
 PRELOAD = ["grader.boundary.shell_preload", CHILD]
+# then the first calls on the meta device, which chapter 09's checks make (1.3 s of imports), unless the command
+# grades none of META_CHAPTERS (`grader grade` of another chapter's notebooks: start(meta=False))
+META_WARMUP = "grader.boundary.meta_warmup"
+META_CHAPTERS = ("llama_modern",)
 
 # what the fork server's environment keeps of the grader's: no password, token or database URL
 SERVER_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "USER", "LOGNAME", "MPLCONFIGDIR",
@@ -30,11 +34,26 @@ SERVER_ENV_PREFIXES = ("LC_", "PYTHON", "OMP_", "MKL_", "OPENBLAS_")
 _starting = threading.Lock()
 
 
-def context():
+def context(meta: bool = True):
     """The multiprocessing context whose processes are forked from this fork server."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload(PRELOAD + [META_WARMUP] if meta else PRELOAD)
     return ctx
+
+
+def needs_meta(paths, unknown: bool = True) -> bool:
+    """Whether notebooks are of a chapter whose checks run on the meta device, as far as their file names say;
+    a name that is no chapter's counts as `unknown` (a class's folders hold strays: checkpoints, Untitled)."""
+    from grader.chapters import find_chapter  # lazy: the command's start-up
+
+    for path in paths:
+        try:
+            if find_chapter(Path(path).name).name in META_CHAPTERS:
+                return True
+        except ValueError:
+            if unknown:
+                return True
+    return False
 
 
 def server_environment(environ) -> dict:
@@ -51,11 +70,11 @@ def _running(pid: int) -> bool:
         return False
 
 
-def start() -> None:
-    """Start the fork server now (idempotent): it imports PRELOAD, seconds of work, while the caller
-    goes on (a CLI command starts it before importing nbgrader). It starts with only
+def start(meta: bool = True) -> None:
+    """Start the fork server now (idempotent): it imports PRELOAD (and META_WARMUP with `meta`), seconds of
+    work, while the caller goes on (a CLI command starts it before importing nbgrader). It starts with only
     `server_environment` of this process's environment, so no child inherits a secret."""
-    context()
+    context(meta)
     with _starting:
         server = forkserver._forkserver
         pid = getattr(server, "_forkserver_pid", None)

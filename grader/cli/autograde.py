@@ -1,6 +1,8 @@
 """`grader autograde`: a class (one folder per learner, or an LMS download) graded into a gradebook."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from grader.boundary import forkserver, heap
 from grader.cli.common import class_options, limits, ready_sources, sandbox_options
 
@@ -27,7 +29,8 @@ def run(args) -> int:
 
     term = load_term(args.course_dir, args.term, args.submitted_at)  # a bad term file stops before grading
     ready_sources()
-    forkserver.start()
+    folder = Path(args.submissions)  # a zip (an LMS download) is not opened here: warmed as for any chapter
+    forkserver.start(meta=not folder.is_dir() or forkserver.needs_meta(folder.rglob("*.ipynb"), unknown=False))
     from grader.classroom.grading.batch import autograde_class  # lazy: start-up
 
     try:

@@ -18,7 +18,8 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     heap.defer()  # until the imports are done (grader.boundary.heap)
-    forkserver.start()  # it imports torch while this process checks the sources and imports nbgrader
+    # it imports torch while this process checks the sources and imports nbgrader
+    forkserver.start(meta=forkserver.needs_meta(args.paths))
     ready_sources()
     from grader.classroom.grading.batch import format_table, grade_paths  # lazy: start-up
 
