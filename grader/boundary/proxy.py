@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
@@ -58,17 +58,19 @@ def turn():
             _TURN.held = False
 
 
-def wait(conn, seconds: float) -> bool:
-    """`conn.poll(seconds)`; a thread holding the turn hands it on meanwhile and takes it back, with
-    torch's global generator and the hidden inputs' secret as it left them."""
-    if not getattr(_TURN, "held", False) or conn.poll(0):
-        return conn.poll(seconds)
+def wait(ready: Callable[[float], bool], seconds: float) -> bool:
+    """`ready(seconds)` (grader.boundary.wire.poller); a thread holding the turn hands it on meanwhile and
+    takes it back, with torch's global generator and the hidden inputs' secret as it left them."""
+    if not getattr(_TURN, "held", False):
+        return ready(seconds)
+    if ready(0):
+        return True
     rng, secret = torch.get_rng_state(), secret_now()
     secret_back(0)  # no secret outside a turn: the next thread's hidden_inputs saves and restores 0, never ours
     _TURN.held = False
     LOCK.release()
     try:
-        return conn.poll(seconds)
+        return ready(seconds)
     finally:
         LOCK.acquire()
         _TURN.held = True
@@ -235,7 +237,8 @@ class Session(StandInHost):
         self.codec = TrustedCodec(self)
         self.ends = time.monotonic() + timeout + grace if deadline is None else deadline
         self.endpoint = Endpoint(conn, self.codec, self.handle, lambda: max(0.0, self.ends - time.monotonic()))
-        self.endpoint.wait = lambda seconds: wait(conn, seconds)
+        ready = self.endpoint.wait
+        self.endpoint.wait = lambda seconds: wait(ready, seconds)
         self.lost: Lost | None = None
         self.proxies: dict[int, Remote] = {}
         self.tokens: dict[int, tuple[list, Any, list]] = {}

@@ -21,6 +21,8 @@ import builtins
 import collections
 import contextlib
 import json
+import math
+import select
 import traceback
 from typing import Any, Callable
 
@@ -264,13 +266,22 @@ def _frame(frames: list[bytes], index: Any) -> bytes:
     return frames[index]
 
 
+def poller(conn) -> Callable[[float], bool]:
+    """`conn.poll(seconds)` without the selector multiprocessing builds for each call (two calls or more a
+    message): one poll object for the connection. True once a message is there or the other side has closed
+    (reading then raises), as `conn.poll` says: a Connection reads its pipe directly, holding nothing back."""
+    watch = select.poll()
+    watch.register(conn.fileno(), select.POLLIN)
+    return lambda seconds: bool(watch.poll(max(0, math.ceil(seconds * 1000))))
+
+
 class Endpoint:
     """One side of the conversation. `handle(op, args)` serves the other side's calls; `request`
     makes one and returns its answer (or raises what the other side raised, rebuilt by `rebuild`)."""
 
     def __init__(self, conn, codec: Codec, handle: Callable[[str, list], Any], deadline: Callable[[], float | None]):
         self.conn, self.codec, self.handle, self.deadline = conn, codec, handle, deadline
-        self.wait: Callable[[float], bool] = conn.poll  # conn.poll, or one that lets other threads on meanwhile
+        self.wait: Callable[[float], bool] = poller(conn)  # or one that lets other threads on meanwhile
         self.depth = 0
         self.in_wire = 0  # > 0 while this side reads, writes or translates a message
         self.after_reply: Callable[[], None] | None = None  # runs as an answer is handed back

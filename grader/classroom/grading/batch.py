@@ -74,6 +74,7 @@ def _test_ids_of(path: Path, mtime_ns: int) -> tuple[tuple[str, float], ...]:
     return tuple((c.metadata.nbgrader["grade_id"], c.metadata.nbgrader["points"]) for c in nb.cells if is_test_cell(c))
 
 
+@functools.cache
 def _failing_marks() -> tuple[str, ...]:
     """How a report line that failed starts, in each edition ("FAIL", "no credit:"; "未通过", ...)."""
     marks = []
