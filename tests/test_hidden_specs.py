@@ -149,3 +149,19 @@ for chapter in CHAPTERS:
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert done.stdout == "", f"the checks of {done.stdout.strip()} import torch's symbolic shapes"
+
+
+def test_a_token_too_rare_to_judge_alone_fails_no_correct_sampler():
+    """08's frequency checks pool the tokens expected fewer than 5 times (Pearson's statistic misleads there): a
+    token expected 0.4 times and drawn 5 times failed a correct `generate` for one secret of CI's. A sampler off
+    by a tenth on the common tokens still fails."""
+    import torch
+
+    from grader.boundary.specs.gpt_generation import DRAWS, assert_frequencies
+
+    rare = 0.4 / DRAWS
+    counts = [DRAWS - 5 - 6000, 6000, 5, 0]  # drawn from [0.7 - rare, 0.3, rare, 0]
+    samples = torch.cat([torch.full((n,), token) for token, n in enumerate(counts)])
+    assert_frequencies(samples, torch.tensor([0.7 - rare, 0.3, rare, 0.0]), "a correct sampler")
+    with pytest.raises(AssertionError, match="do not match"):
+        assert_frequencies(samples, torch.tensor([0.6 - rare, 0.4, rare, 0.0]), "a sampler off by a tenth")
