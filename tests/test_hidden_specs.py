@@ -153,8 +153,8 @@ for chapter in CHAPTERS:
 
 def test_a_token_too_rare_to_judge_alone_fails_no_correct_sampler():
     """08's frequency checks pool the tokens expected fewer than 5 times (Pearson's statistic misleads there): a
-    token expected 0.4 times and drawn 5 times failed a correct `generate` for one secret of CI's. A sampler off
-    by a tenth on the common tokens still fails."""
+    token expected 0.07 times and drawn twice failed a correct `generate` for one secret of CI's (here: 0.4 and 5
+    times). A sampler off by a tenth on the common tokens still fails."""
     import torch
 
     from grader.boundary.specs.gpt_generation import DRAWS, assert_frequencies

@@ -334,10 +334,17 @@ def rush(tmp_path_factory):
         def watch():
             last = {}
             while not watching.is_set():
+                changed = []
                 for e in service.ledger.of():
                     if last.get(e.id) != e.status:
                         last[e.id] = e.status
-                        log.append((time.monotonic(), e.student, e.id, e.status))
+                        changed.append((e.student, e.id, e.status))
+                # One look can find a learner's attempt ended and their next one started (the service starts it
+                # within milliseconds): the ledger lists the newer first, which logged that start before the end
+                # it followed. A second attempt started while the first still runs is still caught: the first
+                # is GRADING in that look.
+                for student, entry_id, status in sorted(changed, key=lambda c: c[2] == GRADING):
+                    log.append((time.monotonic(), student, entry_id, status))
                 time.sleep(0.02)
 
         threading.Thread(target=watch, daemon=True).start()

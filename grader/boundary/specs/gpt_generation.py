@@ -582,7 +582,7 @@ def chi_square_threshold(df: int) -> float:
 
 def pooled(observed: torch.Tensor, expected: torch.Tensor, least: float = 5.0) -> tuple[torch.Tensor, torch.Tensor]:
     """The bins with the least likely tokens merged into one until it expects `least` draws: Pearson's statistic
-    needs about 5 in each bin (a token expected 0.4 times and drawn 5 times adds 53 to it: a correct `generate`
+    needs about 5 in each bin (a token expected 0.07 times and drawn twice adds 52 to it: a correct `generate`
     failed so for one secret of CI's). Tokens that rare cannot be judged one by one from DRAWS draws anyway."""
     order = torch.argsort(expected)
     observed, expected = observed[order], expected[order]
