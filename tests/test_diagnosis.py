@@ -20,6 +20,7 @@ from grader.boundary.serve import Server
 from grader.boundary.specs import exercises
 from grader.chapters import CHAPTERS, find_chapter
 from grader.classroom.grading.batch import grade_paths
+from grader.classroom.grading.recording import checks_of
 from grader.classroom.grading.recording import test_outputs as recorded_outputs
 from grader.classroom.phrasebook import phrasebook, public_messages
 from tests.catalogue import Variant
@@ -67,7 +68,8 @@ def judged_and_diagnosed(chapter, name: str, namespace: dict, timeout: float = 6
 def report(chapter, name: str, message: dict, lang: str = "en") -> str:
     """The exercise's report in the graded notebook (grader.classroom.grading.recording), in `lang`."""
     points = exercises(chapter.name)[name].points
-    outputs = recorded_outputs(chapter, name, points, message, None, phrasebook(lang, chapter.assignment))
+    outputs = recorded_outputs(checks_of(chapter)[name], name, points, message, None,
+                               phrasebook(lang, chapter.assignment))
     return outputs[0]["text"]
 
 
@@ -82,7 +84,7 @@ def wrong_variants(chapter):
 def score_of(chapter, name: str, message: dict) -> float:
     """The exercise's score as recorded: the report's partial credit (0 where it shows an error)."""
     points = exercises(chapter.name)[name].points
-    outputs = recorded_outputs(chapter, name, points, message, None)
+    outputs = recorded_outputs(checks_of(chapter)[name], name, points, message, None)
     return float(outputs[1]["data"]["text/plain"]) if outputs[1]["output_type"] == "execute_result" else 0.0
 
 
@@ -275,7 +277,7 @@ def test_the_likely_mistake_comes_first_and_a_bare_python_error_carries_it(tmp_p
         assert sum(named in ln for ln in lines if "1e-05" in ln) == 0, lines  # tolerance lines keep their own words
         if lang == "zh":
             assert english_left("\n".join(lines), chapter.assignment) == [] and "|期望值|" in lines[-1], lines
-    outputs = recorded_outputs(chapter, name, 4.0, message, None)
+    outputs = recorded_outputs(checks_of(chapter)[name], name, 4.0, message, None)
     error = _cell_error(outputs)
     assert len(error) > FOLD_AT and error.index("Likely mistake") < error.index("allowed")
     browser = next((b for b in ("chromium", "chromium-browser") if shutil.which(b)), None)

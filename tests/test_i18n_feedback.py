@@ -191,7 +191,7 @@ def test_the_grade_table_of_a_chinese_notebook_is_chinese(tmp_path):
     # `grader grade` on a Chinese notebook saved under another name, two written answers (one pending, one
     # left blank) and a check off by its tolerance: the table's own words in Chinese, none of them English.
     from grader.classroom.grading.batch import _cell_error, format_table
-    from grader.classroom.grading.recording import test_outputs
+    from grader.classroom.grading.recording import checks_of, test_outputs
     from grader.classroom.submissions import identify_with_rule, repair
 
     path = tmp_path / "homework.ipynb"
@@ -203,8 +203,9 @@ def test_the_grade_table_of_a_chinese_notebook_is_chinese(tmp_path):
     checks = [c.description for c in exercises(CHAPTER.name)["softmax"].checks]
     off = "the output has wrong values: 3 of 12 values differ, the most by 0.5 at index (0, 1) " \
           "(allowed: 0 + 0 * |expected|)"
-    error = _cell_error(test_outputs(CHAPTER, "softmax", 2.0, {"passed": checks[1:], "failed": [[checks[0], off]]},
-                                     None, phrasebook.phrasebook("zh", CHAPTER.assignment)))
+    error = _cell_error(test_outputs(checks_of(CHAPTER)["softmax"], "softmax", 2.0,
+                                     {"passed": checks[1:], "failed": [[checks[0], off]]}, None,
+                                     phrasebook.phrasebook("zh", CHAPTER.assignment)))
     result = {"notebook": str(path), "score": 1.6, "max_score": 14.0, "complete": False, "lang": "zh",
               "repairs": [recognised, *repairs], "tests": {"test_softmax": {"score": 1.6, "max_score": 2.0,
                                                                              "error": error}},

@@ -312,7 +312,7 @@ def test_a_misspelt_extension_stops_the_grading_service_with_near_names(tmp_path
 
 def test_an_exercise_its_cell_never_defined_says_what_python_said():
     from grader.boundary.unit import Verdict
-    from grader.classroom.grading.recording import fill
+    from grader.classroom.grading.recording import checks_of, fill
 
     nb = samples.released(CHAPTER)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
@@ -322,7 +322,7 @@ def test_an_exercise_its_cell_never_defined_says_what_python_said():
              "traceback": []}
     verdict = Verdict(cells={before: {"outputs": [error]},
                              test: {"passed": [], "failed": [], "zero_reason": "`SelfAttention` is not defined"}})
-    fill(nb, CHAPTER, [{"kind": "code"}] * len(nb.cells), verdict)
+    fill(nb, CHAPTER, [{"kind": "code"}] * len(nb.cells), verdict, checks_of(CHAPTER))
     said = "".join(o.get("text", "") for o in nb.cells[test].outputs)
     assert "`SelfAttention` is not defined" in said and "IndentationError: unexpected indent (line 3)" in said
 
@@ -387,7 +387,7 @@ def test_the_class_page_lists_the_named_mistakes_the_class_makes_most(tmp_path):
     # counted once per learner, with its exercise
     from grader.boundary.specs import exercises
     from grader.classroom.grades.mistakes import class_mistakes
-    from grader.classroom.grading.recording import test_outputs
+    from grader.classroom.grading.recording import checks_of, test_outputs
     from grader.classroom.onsubmit.pages import class_page
     from grader.classroom.phrasebook import phrasebook, public_messages
 
@@ -400,7 +400,8 @@ def test_the_class_page_lists_the_named_mistakes_the_class_makes_most(tmp_path):
         message = {"passed": checks[1:], "failed": [[checks[0], "wrong values"]], "diagnosis": said}
         for cell in nb.cells:
             if cell.metadata.get("nbgrader", {}).get("grade_id") == "test_scaled_dot_product_attention":
-                cell.outputs = test_outputs(CHAPTER, "scaled_dot_product_attention", 3.0, message, None,
+                name = "scaled_dot_product_attention"
+                cell.outputs = test_outputs(checks_of(CHAPTER)[name], name, 3.0, message, None,
                                             phrasebook(lang, CHAPTER.assignment))
         folder = tmp_path / "course" / "autograded" / student / CHAPTER.assignment
         folder.mkdir(parents=True)

@@ -90,23 +90,34 @@ def bounded(value, maximum: float) -> float | None:
     return points if math.isfinite(points) and 0.0 <= points <= maximum else None
 
 
-def _part(grade) -> Part:
-    maximum = float(grade.max_score)
+def _part(grade, name: str, maximum: float) -> Part:
+    """One grade's part; `name` and `maximum`: its cell's (`_cells`)."""
+    maximum = float(maximum)
     extra = bounded(grade.extra_credit or 0.0, maximum)
-    if grade.cell.cell_type == "code":  # a hidden-test cell: automatic (an override in Formgrader wins)
+    if grade.cell_type == "code":  # a hidden-test cell: automatic (an override in Formgrader wins)
         chosen = grade.manual_score if grade.manual_score is not None else grade.auto_score
         points = bounded(chosen or 0.0, maximum)
         if points is None or extra is None:  # out of bounds: graded again before it counts
-            return Part(grade.name, PENDING, None, maximum)
-        return Part(grade.name, AUTOMATIC, points + extra, maximum)
+            return Part(name, PENDING, None, maximum)
+        return Part(name, AUTOMATIC, points + extra, maximum)
     if grade.needs_manual_grade or (grade.manual_score is None and grade.auto_score is None):
-        return Part(grade.name, PENDING, None, maximum)
+        return Part(name, PENDING, None, maximum)
     if grade.manual_score is not None:
         points = bounded(grade.manual_score, maximum)
         if points is None or extra is None:
-            return Part(grade.name, PENDING, None, maximum)
-        return Part(grade.name, GRADED, points + extra, maximum)
-    return Part(grade.name, UNANSWERED, float(grade.auto_score), maximum)  # left as released: 0
+            return Part(name, PENDING, None, maximum)
+        return Part(name, GRADED, points + extra, maximum)
+    return Part(name, UNANSWERED, float(grade.auto_score), maximum)  # left as released: 0
+
+
+def _cells(gradebook, notebook) -> dict[str, tuple[str, float]]:
+    """Grade id -> (its cell's name, its maximum) for one submitted notebook, in one query: each grade's `name`
+    and `max_score` would be a query of its own (a lazy cell, a deferred column), some forty per chapter."""
+    from nbgrader.api import BaseCell, Grade
+
+    rows = gradebook.db.query(Grade.id, BaseCell.name, Grade.max_score).join(BaseCell, Grade.cell_id == BaseCell.id) \
+        .filter(Grade.notebook_id == notebook.id)
+    return {grade: (name, maximum) for grade, name, maximum in rows}
 
 
 def chapter_total(gradebook, student: str, assignment: str, late=None) -> Total | None:
@@ -118,7 +129,8 @@ def chapter_total(gradebook, student: str, assignment: str, late=None) -> Total 
         submission = gradebook.find_submission(assignment, student)
     except MissingEntry:
         return None
-    parts = tuple(_part(g) for nb in submission.notebooks for g in nb.grades)
+    parts = tuple(_part(g, *cells[g.id]) for nb in submission.notebooks for cells in [_cells(gradebook, nb)]
+                  for g in nb.grades)
     share = late.fraction(submission.total_seconds_late) if late is not None else 0.0
     return Total(student, assignment,
                  auto=round(sum(p.score for p in parts if p.state == AUTOMATIC), 3),

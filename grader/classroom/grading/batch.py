@@ -31,7 +31,7 @@ from grader.chapters import CHAPTERS, LANGUAGES, Chapter, exercise_of, is_answer
 from grader.classroom import locks
 from grader.classroom.grades.report import save_notes
 from grader.classroom.grades.total import chapter_total, totals
-from grader.classroom.grading import skipping
+from grader.classroom.grading import nbgrader_costs, skipping
 from grader.classroom.grading.cluster import DaskPool
 from grader.classroom.grading.nbgrader_helper import NbgraderHelper
 from grader.classroom.grading.recording import feedback_and_export, nbgrader_api, record, zero_grades
@@ -466,7 +466,7 @@ def autograde_with(pool, submissions_dir: str | Path, course_dir: str | Path, db
             load_checks(chapters)
             course = CourseDir(Path(course_dir), chapters, db_url=db_url, timeout=timeout)
         with contextlib.nullcontext(locks.Locks()) if judge_unlocked else locks.shared(course.db_url) as book, \
-                _nbgrader_helper(course, submissions, term) as helper:
+                _nbgrader_helper(course, submissions, term) as helper, nbgrader_costs.kept_open():
             with short(course.db_url) as held, (held or book).releasing():
                 own_file = root / "gradebook.db"  # a new course directory may start from the cache's (a copy over it)
                 fresh = db_url is None and database_of(course_dir) == f"sqlite:///{own_file}" and not own_file.exists()

@@ -144,6 +144,7 @@ def _same_grader(environ) -> dict:
 
 def main(answers_fd: int) -> int:
     # lazy: the helper process's own work, not the batch's (which imports this module)
+    from grader.classroom.grading.nbgrader_costs import kept_open
     from grader.classroom.grading.recording import generate_feedback, nbgrader_api
     from grader.classroom.policy.term import LatePolicy, Term
 
@@ -156,19 +157,20 @@ def main(answers_fd: int) -> int:
     term = None if setup["term"] is None else Term(policy=LatePolicy(**setup["term"]["policy"])
                                                    if setup["term"]["policy"] else None)
     api = nbgrader_api(course, term)  # nbgrader imported and configured before the first verdict arrives
-    for line in sys.stdin:
-        job = json.loads(line)
-        if job["op"] == "autograde":
-            try:
-                outcome = api.autograde(job["assignment"], job["student"], force=True, create=True)
-            except Exception as err:  # noqa: BLE001 - the grading process records the reason
-                outcome = {"success": False, "error": f"{type(err).__name__}: {err}"}
-            answers.write(json.dumps({"success": bool(outcome.get("success")),
-                                      "error": str(outcome.get("error") or "")[-2000:]}) + "\n")
-            answers.flush()
-        elif job["op"] == "feedback":
-            chapters = [find_chapter(name) for name in job["chapters"]]
-            return 0 if generate_feedback(course, chapters, job["students"], job["score_only"]) else 1
+    with kept_open():  # the batch's gradebook connections, open until it ends (grader.classroom.grading.batch)
+        for line in sys.stdin:
+            job = json.loads(line)
+            if job["op"] == "autograde":
+                try:
+                    outcome = api.autograde(job["assignment"], job["student"], force=True, create=True)
+                except Exception as err:  # noqa: BLE001 - the grading process records the reason
+                    outcome = {"success": False, "error": f"{type(err).__name__}: {err}"}
+                answers.write(json.dumps({"success": bool(outcome.get("success")),
+                                          "error": str(outcome.get("error") or "")[-2000:]}) + "\n")
+                answers.flush()
+            elif job["op"] == "feedback":
+                chapters = [find_chapter(name) for name in job["chapters"]]
+                return 0 if generate_feedback(course, chapters, job["students"], job["score_only"]) else 1
     return 0
 
 

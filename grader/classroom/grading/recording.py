@@ -27,7 +27,6 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
 from grader.boundary.score import NO_CREDIT, Result, shown
-from grader.boundary.specs import exercises
 from grader.boundary.unit import Verdict, verdict_from_dict
 from grader.chapters import CHAPTERS, Chapter, exercise_of, is_test_cell
 from grader.classroom.grades.export import write_course_csv
@@ -337,20 +336,27 @@ def saved_outputs(saved, book: Phrasebook) -> list:
     return [_output("stream", name="stdout", text=book.say(NOT_RERUN, what=what)), *outputs]
 
 
-def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict | None, reason: str | None,
-                 book: Phrasebook | None = None) -> list:
+def checks_of(chapter: Chapter) -> dict[str, list[tuple[str, float]]]:
+    """Each exercise's checks, (description, weight) in order: what a test cell's report lists. The verdict
+    file carries them (`write_verdict`), so nbgrader's process needs no spec module (and no torch)."""
+    from grader.boundary.specs import exercises  # lazy: the specs import torch, which the nbgrader helper never needs
+
+    return {name: [(c.description, c.weight) for c in spec.checks] for name, spec in exercises(chapter.name).items()}
+
+
+def test_outputs(checks: list[tuple[str, float]] | None, exercise: str, points: float, message: dict | None,
+                 reason: str | None, book: Phrasebook | None = None) -> list:
     """A test cell's outputs: the report (in `book`'s language), then the partial credit (nbgrader reads
-    it) or an error."""
+    it) or an error. `checks`: the exercise's, from `checks_of`; None when the chapter has no such exercise."""
     book = book or phrasebook("en")
-    spec = exercises(chapter.name).get(exercise)
     result = Result(exercise, points)
-    if spec is None:
+    if checks is None:
         result.zero_reason = shown(f"no hidden checks named {exercise!r}")
     elif message is None:
         result.zero_reason = reason or shown("this cell was not run")
     else:
-        result.weights = spec.weights()
-        known = [c.description for c in spec.checks]
+        result.weights = dict(checks)
+        known = [description for description, _ in checks]
         seen = set()
         for description in message.get("passed") or []:
             if description in known and description not in seen:
@@ -374,8 +380,10 @@ def test_outputs(chapter: Chapter, exercise: str, points: float, message: dict |
     return outputs
 
 
-def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict: Verdict) -> None:
-    """Write the verdict into the notebook nbgrader sanitised (same cells, in the same order, as staged)."""
+def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict: Verdict,
+         checks: dict[str, list[tuple[str, float]]]) -> None:
+    """Write the verdict into the notebook nbgrader sanitised (same cells, in the same order, as staged);
+    `checks`: the chapter's (`checks_of`)."""
     aligned = len(nb.cells) == len(cells)
     reason = verdict.error
     if not aligned:
@@ -389,7 +397,7 @@ def fill(nb: nbformat.NotebookNode, chapter: Chapter, cells: list[dict], verdict
         exercise = exercise_of(cell)
         message = verdict.cells.get(index) if aligned else None
         if exercise is not None:
-            cell.outputs = test_outputs(chapter, exercise, float(cell.metadata.nbgrader.get("points", 0)),
+            cell.outputs = test_outputs(checks.get(exercise), exercise, float(cell.metadata.nbgrader.get("points", 0)),
                                         _python_said(message, said), reason, book)
             said = None
         elif message is None and aligned and "saved" in cells[index]:
@@ -421,12 +429,15 @@ def verdict_file(folder: str | Path, student: str, assignment: str) -> Path:
 
 def write_verdict(path: Path, chapter: Chapter, cells: list[dict], verdict: Verdict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"chapter": [chapter.number, chapter.name], "cells": cells, "verdict": asdict(verdict)}))
+    path.write_text(json.dumps({"chapter": [chapter.number, chapter.name], "cells": cells, "verdict": asdict(verdict),
+                                "checks": checks_of(chapter)}))
 
 
-def read_verdict(path: Path) -> tuple[Chapter, list[dict], Verdict]:
+def read_verdict(path: Path) -> tuple[Chapter, list[dict], Verdict, dict[str, list[tuple[str, float]]]]:
+    """What `write_verdict` left (the grader's own file, in the instructor's course directory)."""
     data = json.loads(path.read_text())
-    return Chapter(*data["chapter"]), data["cells"], verdict_from_dict(data["verdict"])
+    checks = {name: [(str(d), float(w)) for d, w in pairs] for name, pairs in data["checks"].items()}
+    return Chapter(*data["chapter"]), data["cells"], verdict_from_dict(data["verdict"]), checks
 
 
 class FillVerdict(NbGraderPreprocessor):
@@ -437,9 +448,9 @@ class FillVerdict(NbGraderPreprocessor):
     folder = Unicode("", help="where grader.classroom.grading.recording.record leaves each verdict").tag(config=True)
 
     def preprocess(self, nb, resources):
-        chapter, cells, verdict = read_verdict(verdict_file(self.folder, resources["nbgrader"]["student"],
-                                                            resources["nbgrader"]["assignment"]))
-        fill(nb, chapter, cells, verdict)
+        chapter, cells, verdict, checks = read_verdict(verdict_file(self.folder, resources["nbgrader"]["student"],
+                                                                    resources["nbgrader"]["assignment"]))
+        fill(nb, chapter, cells, verdict, checks)
         return nb, resources
 
 
