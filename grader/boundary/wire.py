@@ -60,6 +60,7 @@ class Overtime(Lost):
 DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
     torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128)}
+ITEM_BYTES = {name: dtype.itemsize for name, dtype in DTYPES.items()}
 
 
 def tensor_bytes(t: torch.Tensor) -> bytes:
@@ -74,7 +75,7 @@ def tensor_from(blob: bytes, dtype: str, shape: list[int]) -> torch.Tensor:
     numel = 1
     for n in shape:
         numel *= n
-    if len(blob) != numel * torch.empty((), dtype=kind).element_size():
+    if len(blob) != numel * ITEM_BYTES[dtype]:
         raise WireError("tensor bytes do not match its shape")
     if not numel:
         return torch.empty(shape, dtype=kind)
