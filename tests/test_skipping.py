@@ -11,7 +11,7 @@ from grader.boundary.unit import Verdict
 from grader.chapters import CHAPTERS, LANGUAGES, find_chapter, is_answer_cell, is_test_cell
 from grader.classroom.grading import skipping
 from grader.classroom.grading.batch import grade_paths, job_cells
-from grader.classroom.grading.recording import fill
+from grader.classroom.grading.recording import checks_of, fill
 
 
 def code(source):
@@ -104,7 +104,7 @@ def test_feedback_shows_the_learners_own_outputs_of_a_left_out_cell():
     cells[index]["saved"] = [nbformat.v4.new_output("stream", name="stdout", text="my own run\n"),
                              {"output_type": "bogus"}]
     graded = copy.deepcopy(nb)
-    fill(graded, chapter, cells, Verdict())
+    fill(graded, chapter, cells, Verdict(), checks_of(chapter))
     texts = [o.get("text", "") for o in graded.cells[index].outputs]
     assert texts[0].startswith("[not re-run while grading") and texts[1:] == ["my own run\n"]
 
@@ -138,3 +138,20 @@ def test_scores_are_those_of_a_full_run(chapter, tmp_path):
     automatic = sum(t["max_score"] for t in quick[0]["tests"].values())  # written answers: pending
     assert quick[0]["score"] == automatic and quick[1]["score"] == 0
     assert 0 < quick[2]["score"] < quick[2]["max_score"]
+
+
+def test_a_cell_text_is_analysed_once_and_each_caller_gets_its_own_facts(monkeypatch):
+    # a class's notebooks share their course cells: one parse per text, and what one caller changes of its
+    # facts is not what the next gets
+    import ast
+
+    from grader.classroom.grading import skipping
+
+    parsed = []
+    original = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *args, **kwargs: (parsed.append(1), original(*args, **kwargs))[1])
+    source = "import math\nscale = math.sqrt(2.0)  # a text no other test analyses\ndef f(x):\n    return x * scale\n"
+    first = skipping.facts(source)
+    first.binds.add("changed")
+    second = skipping.facts(source)
+    assert len(parsed) == 1 and second.binds == {"math", "scale", "f"} and second.uses_later == {"scale"}

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import symtable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 # Names whose mere use lets a cell reach beyond its own variables.
 GLOBAL_NAMES = frozenset({
@@ -222,7 +223,15 @@ def _global_reads(table: symtable.SymbolTable, now: set[str], later: set[str], d
 
 
 def facts(source: str) -> Facts:
-    """The facts of one code cell; a cell that is not plain Python is unsafe (it always runs)."""
+    """The facts of one code cell; a cell that is not plain Python is unsafe (it always runs). A copy of what
+    the text gave before, when it did: a class's notebooks hold the same course cells (one parse and one
+    symbol table for each, not one per learner)."""
+    known = _analysed(source)
+    return replace(known, **{f.name: set(getattr(known, f.name)) for f in fields(known) if f.name != "unsafe"})
+
+
+@functools.lru_cache(maxsize=2048)
+def _analysed(source: str) -> Facts:
     result = Facts()
     if len(source) > MAX_ANALYSED:
         result.unsafe = f"over {MAX_ANALYSED} characters (not analysed)"
