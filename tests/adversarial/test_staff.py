@@ -128,13 +128,14 @@ def test_an_unbounded_grade_never_becomes_a_total_or_an_export(commented, tmp_pa
         target = next(g for g in grades if g.name.startswith("written_") and g.manual_score is not None) \
             if field == "manual_score" else next(g for g in grades if g.name.startswith("test_"))  # a graded one
         setattr(target, field, value)
+        name = target.name
         gb.db.commit()
         total = chapter_total(gb, "mal", CHAPTER.assignment)
         export.write_course_csv(gb, course / "grades.csv")
     assert total.score <= before.score <= total.max_score and math.isfinite(total.score), total
-    assert target.name in total.pending and dict((p.name, p.state) for p in total.parts)[target.name] == PENDING
+    assert name in total.pending and dict((p.name, p.state) for p in total.parts)[name] == PENDING
     [row] = [r for r in csv.DictReader((course / "grades.csv").open()) if r["assignment"] == CHAPTER.assignment]
-    assert float(row["score"]) == total.score and target.name in row["pending"], row
+    assert float(row["score"]) == total.score and name in row["pending"], row
     roster = tmp_path / "roster.csv"
     roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\nMal,1,1,mal,A\n")
     lms = export.build(url, [CHAPTER], roster, "canvas", pending="partial")
@@ -149,10 +150,10 @@ def test_a_nan_in_the_gradebook_is_pending_not_a_total(kind, field):
 
     from grader.classroom.grades.total import _part
 
-    grade = SimpleNamespace(name="x", max_score=2.0, auto_score=1.0, needs_manual_grade=False, extra_credit=None,
-                            manual_score=1.0, cell=SimpleNamespace(cell_type=kind))
+    grade = SimpleNamespace(auto_score=1.0, needs_manual_grade=False, extra_credit=None, manual_score=1.0,
+                            cell_type=kind)  # nbgrader's Grade: its cell's type a column of its own
     setattr(grade, field, math.nan)
-    assert _part(grade).state == PENDING and _part(grade).score is None
+    assert _part(grade, "x", 2.0).state == PENDING and _part(grade, "x", 2.0).score is None
 
 
 # ---------------------------------------------------------------- no grading outside the sandbox

@@ -225,13 +225,16 @@ def _global_reads(table: symtable.SymbolTable, now: set[str], later: set[str], d
 def facts(source: str) -> Facts:
     """The facts of one code cell; a cell that is not plain Python is unsafe (it always runs). A copy of what
     the text gave before, when it did: a class's notebooks hold the same course cells (one parse and one
-    symbol table for each, not one per learner)."""
-    known = _analysed(source)
+    symbol table for each, not one per learner). Only short texts are kept (a learner's long cells would
+    hold their text in memory)."""
+    known = _analysed(source) if len(source) <= KEPT_TEXT else _analysis(source)
     return replace(known, **{f.name: set(getattr(known, f.name)) for f in fields(known) if f.name != "unsafe"})
 
 
-@functools.lru_cache(maxsize=2048)
-def _analysed(source: str) -> Facts:
+KEPT_TEXT = 10_000  # characters of a cell text whose facts are kept: the course's cells are shorter (4942 at most)
+
+
+def _analysis(source: str) -> Facts:
     result = Facts()
     if len(source) > MAX_ANALYSED:
         result.unsafe = f"over {MAX_ANALYSED} characters (not analysed)"
@@ -249,6 +252,9 @@ def _analysed(source: str) -> Facts:
     if reached and result.unsafe is None:
         result.unsafe = f"it uses {sorted(reached)[0]}"
     return result
+
+
+_analysed = functools.lru_cache(maxsize=512)(_analysis)  # at most 5 MB of texts
 
 
 def course_cells(sources: list[str | None], released: list[str]) -> set[int]:
