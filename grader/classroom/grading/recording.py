@@ -341,7 +341,7 @@ def checks_of(chapter: Chapter) -> dict[str, list[tuple[str, float]]]:
     file carries them (`write_verdict`), so nbgrader's process needs no spec module (and no torch)."""
     from grader.boundary.specs import exercises  # lazy: the specs import torch, which the nbgrader helper never needs
 
-    return {name: [(c.description, c.weight) for c in spec.checks] for name, spec in exercises(chapter.name).items()}
+    return {name: list(spec.weights().items()) for name, spec in exercises(chapter.name).items()}
 
 
 def test_outputs(checks: list[tuple[str, float]] | None, exercise: str, points: float, message: dict | None,
